@@ -1,0 +1,35 @@
+# heaplens: `make` builds bin/heaplens (one file, libheaplens.so embedded).
+GO      ?= go
+CC      ?= gcc
+CFLAGS  ?= -O2 -g
+PRELOAD_CFLAGS = -std=c11 -fPIC -shared -fvisibility=hidden -ftls-model=initial-exec \
+                 -Wall -Wextra -Werror -Wl,-z,now
+SO      = internal/launch/libheaplens.so
+
+.PHONY: all test bench demo clean deps
+all: bin/heaplens
+
+$(SO): preload/heaplens.c preload/heaplens_ring.h
+	$(CC) $(CFLAGS) $(PRELOAD_CFLAGS) -o $@ preload/heaplens.c -lm -lgcc_s
+
+bin/heaplens: $(SO) $(shell find cmd internal -name '*.go' -not -name '*_test.go') go.mod go.sum
+	$(GO) build -o $@ ./cmd/heaplens
+
+# Installs what the tests need on a fresh Debian machine, then runs them all.
+deps:
+	./scripts/deps.sh
+
+test: deps bin/heaplens
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 25m ./...
+
+bench: bin/heaplens
+	$(GO) run ./bench/cmd/hlbench
+
+demo: deps bin/heaplens
+	$(CC) -O2 -g -fomit-frame-pointer -pthread -o bin/leaky test/workloads/leaky.c
+	./bin/heaplens run -o bin/leaky.hlc -- ./bin/leaky
+	./bin/heaplens report bin/leaky.hlc --view leaks
+
+clean:
+	rm -rf bin $(SO)

@@ -1,0 +1,117 @@
+// Command heaplens is a sampling memory profiler for native and Python
+// programs on Linux. It parses flags and calls into internal packages.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/heaplens/heaplens/internal/launch"
+	"github.com/heaplens/heaplens/internal/size"
+)
+
+const version = "0.1.0-dev"
+
+const usage = `heaplens: which code holds your memory
+
+usage:
+  heaplens run [-o CAPTURE] [--rate SIZE] [--seed N] -- COMMAND [ARGS...]
+  heaplens report CAPTURE [--view allocs|leaks] [--format text|folded] [-o OUT]
+  heaplens version
+
+Run "heaplens COMMAND -h" for the flags of a command.
+`
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "run":
+		return runCmd(args[1:], stdin, stdout, stderr)
+	case "report":
+		return reportCmd(args[1:], stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "heaplens", version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "heaplens: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
+
+// sizeFlag is a flag.Value for byte sizes such as 512KiB.
+type sizeFlag struct{ v *uint64 }
+
+func (s sizeFlag) String() string {
+	if s.v == nil {
+		return ""
+	}
+	return size.Format(*s.v)
+}
+func (s sizeFlag) Set(x string) error {
+	v, err := size.Parse(x)
+	if err != nil {
+		return err
+	}
+	*s.v = v
+	return nil
+}
+
+func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("heaplens run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := launch.Options{Rate: 512 << 10, Version: version, Stdin: stdin, Stdout: stdout, Stderr: stderr, Log: stderr}
+	fs.StringVar(&o.Output, "o", "", "capture file (default ./heaplens-COMMAND-PID.hlc)")
+	fs.Var(sizeFlag{&o.Rate}, "rate", "mean bytes between samples, e.g. 512KiB; 1 records every allocation")
+	fs.Uint64Var(&o.Seed, "seed", 0, "fixed sampler seed, for reproducible runs (0 = random)")
+	fs.Var(sizeFlag{&o.RingSize}, "ring-size", "shared-memory ring per process, a power of two (default 16MiB)")
+	quiet := fs.Bool("q", false, "no summary at exit")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: heaplens run [flags] -- COMMAND [ARGS...]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	o.Command = fs.Args()
+	if len(o.Command) == 0 {
+		fmt.Fprintln(stderr, "heaplens run: no command given (usage: heaplens run [flags] -- COMMAND [ARGS...])")
+		return 2
+	}
+	if o.RingSize != 0 && (o.RingSize < 64<<10 || o.RingSize&(o.RingSize-1) != 0) {
+		fmt.Fprintf(stderr, "heaplens run: --ring-size must be a power of two of at least 64KiB, not %s\n", size.Format(o.RingSize))
+		return 2
+	}
+	res, err := launch.Run(o)
+	if err != nil {
+		if errors.Is(err, launch.ErrNotFound) {
+			fmt.Fprintf(stderr, "heaplens: %v\n", err)
+		} else {
+			fmt.Fprintf(stderr, "heaplens run: %v\n", err)
+		}
+		if res == nil || res.ExitCode == 0 {
+			return 1
+		}
+		return res.ExitCode
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintf(stderr, "heaplens: warning: %s\n", w)
+	}
+	if res.Capture != "" && !*quiet {
+		if err := printSummary(stderr, res); err != nil {
+			fmt.Fprintf(stderr, "heaplens: summary: %v\n", err)
+		}
+	}
+	return res.ExitCode
+}

@@ -1,0 +1,121 @@
+// Package capture holds the heaplens capture: the self-contained record of one
+// profiled run (processes, mappings, symbolized locations, stacks, sampled
+// allocations and frees), and its file format. The format is written down in
+// docs/capture-format.md.
+package capture
+
+// Meta describes the whole run. It is the first record of a capture.
+type Meta struct {
+	FormatVersion   uint32
+	HeaplensVersion string
+	Rate            uint64   // mean sampling period in bytes; 1 = every allocation
+	StartUnixNano   int64    // wall clock at agent start
+	Command         []string // the command heaplens ran
+	Host            string
+}
+
+// Process is one stream: one process image that loaded the library. An exec
+// inside the same pid starts a new Process with the same PID and a new Stream.
+type Process struct {
+	Stream        uint32 // unique within the capture; every other record names it
+	PID, PPID     int
+	StartMonoNano int64 // CLOCK_MONOTONIC when the library initialised
+	StartUnixNano int64
+	Cmdline       []string
+	Exe           string
+}
+
+// Mapping is a loaded ELF module of one stream, as pprof understands mappings:
+// [Start, Limit) in the process's address space backed by File at Offset.
+// LoadBias is what dl_iterate_phdr reports as dlpi_addr: ELF vaddr = pc - LoadBias.
+type Mapping struct {
+	ID       uint64 // unique within the capture
+	Stream   uint32
+	Start    uint64
+	Limit    uint64
+	Offset   uint64
+	LoadBias uint64
+	File     string
+	BuildID  string // hex, empty if none
+	TimeNano int64  // CLOCK_MONOTONIC when the module was seen
+}
+
+// Line is one (possibly inlined) function at a location.
+type Line struct {
+	Function string // demangled
+	File     string // source file, may be empty
+	Line     int    // 0 when unknown
+}
+
+// Location is one program counter of one stream, symbolized while the target's
+// files were present. Lines are innermost first (the pprof convention): Lines[0]
+// is the inlined callee, the last is the function the pc physically sits in.
+// Lines is empty when nothing is known, and the report shows Address.
+type Location struct {
+	ID        uint64 // unique within the capture, never 0
+	MappingID uint64 // 0 when no mapping covers Address
+	Address   uint64 // runtime pc (a return address minus one for caller frames)
+	Lines     []Line
+}
+
+// Stack is a call stack, leaf first, as location IDs.
+type Stack struct {
+	ID        uint64 // unique within the capture, never 0
+	Locations []uint64
+}
+
+// Alloc is one sampled allocation. Its estimated weight is derived from Size
+// and Meta.Rate (see internal/heap), never stored.
+type Alloc struct {
+	Stream   uint32
+	TID      uint32
+	TimeNano int64 // CLOCK_MONOTONIC
+	Addr     uint64
+	Size     uint64 // requested bytes
+	StackID  uint64
+	Func     uint8 // which hooked function (FuncMalloc…)
+}
+
+// Free is the release of a sampled allocation (free, realloc, or the old
+// block of a realloc that moved).
+type Free struct {
+	Stream   uint32
+	TID      uint32
+	TimeNano int64
+	Addr     uint64
+}
+
+// End says how a stream finished and what it lost.
+type End struct {
+	Stream        uint32
+	TimeNano      int64
+	ExitCode      int  // valid when !Signaled and Known
+	Signal        int  // valid when Signaled
+	Signaled      bool // killed by a signal
+	Known         bool // the exit status is known (the agent waited for it)
+	Exec          bool // the image was replaced by exec; the pid lives on
+	DroppedAllocs uint64
+	DroppedFrees  uint64
+	LostBytes     uint64 // ring bytes reserved but never committed (a writer died mid-record)
+}
+
+// Hooked function identifiers, as in preload/heaplens_ring.h.
+const (
+	FuncMalloc uint8 = iota + 1
+	FuncCalloc
+	FuncRealloc
+	FuncReallocarray
+	FuncPosixMemalign
+	FuncAlignedAlloc
+	FuncMemalign
+	FuncValloc
+	FuncPvalloc
+)
+
+// FuncNames names the hooked functions for reports.
+var FuncNames = map[uint8]string{
+	FuncMalloc: "malloc", FuncCalloc: "calloc", FuncRealloc: "realloc",
+	FuncReallocarray: "reallocarray", FuncPosixMemalign: "posix_memalign",
+	FuncAlignedAlloc: "aligned_alloc", FuncMemalign: "memalign",
+	FuncValloc: "valloc", FuncPvalloc: "pvalloc",
+}

@@ -1,0 +1,348 @@
+// Package collect drains the rings of a profiling session into a capture:
+// one stream per ring, native pcs symbolized while the target's files are
+// still present, stacks and locations interned so each is written once.
+package collect
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/heaplens/heaplens/internal/capture"
+	"github.com/heaplens/heaplens/internal/ring"
+	"github.com/heaplens/heaplens/internal/symbolize"
+)
+
+// Collector turns ring records into capture records.
+type Collector struct {
+	dir      string
+	self     string // the library's own file: its frames are not the program's
+	w        *capture.Writer
+	syms     *symbolize.Cache
+	streams  map[string]*stream
+	order    []*stream
+	nextID   uint64
+	stackIDs map[string]uint64
+	lines    map[symKey][]capture.Line
+	exits    map[int]syscall.WaitStatus
+	awaited  map[int]bool // pids whose end the agent learns by waiting
+	warnings []string
+
+	// Totals for the summary.
+	Allocs, Frees uint64
+}
+
+type symKey struct {
+	path  string
+	vaddr uint64
+}
+
+type stream struct {
+	id     uint32
+	name   string
+	r      *ring.Ring
+	hdr    ring.Header
+	mods   []*module
+	locs   map[uint64]uint64 // pc -> location ID
+	ended  bool
+	keyBuf []byte
+	locBuf []uint64
+}
+
+type module struct {
+	mappingID uint64
+	bias      uint64
+	segs      []ring.Segment
+	path      string
+	file      *symbolize.File
+	self      bool
+}
+
+// New returns a collector for the rings in dir, writing to w. self is the
+// path of the preloaded library.
+func New(dir, self string, w *capture.Writer) *Collector {
+	return &Collector{
+		dir: dir, self: self, w: w,
+		syms:     symbolize.NewCache(),
+		streams:  map[string]*stream{},
+		stackIDs: map[string]uint64{},
+		lines:    map[symKey][]capture.Line{},
+		exits:    map[int]syscall.WaitStatus{},
+		awaited:  map[int]bool{},
+	}
+}
+
+// Streams returns how many process images have been seen.
+func (c *Collector) Streams() int { return len(c.order) }
+
+// Warnings returns problems met while collecting (each once).
+func (c *Collector) Warnings() []string { return c.warnings }
+
+func (c *Collector) warn(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	for _, w := range c.warnings {
+		if w == msg {
+			return
+		}
+	}
+	c.warnings = append(c.warnings, msg)
+}
+
+// Await says that the agent waits for pid itself: its last stream stays open
+// until SetExit tells how it ended.
+func (c *Collector) Await(pid int) { c.awaited[pid] = true }
+
+// SetExit records how a process that the agent waited for ended.
+func (c *Collector) SetExit(pid int, ws syscall.WaitStatus) {
+	c.exits[pid] = ws
+	delete(c.awaited, pid)
+}
+
+// Poll discovers new rings and drains every ring. With final set, it drains
+// rings whose process has not finished start-up too, and ends every stream.
+func (c *Collector) Poll(final bool) error {
+	if err := c.discover(); err != nil {
+		return err
+	}
+	for _, s := range c.order {
+		if s.ended {
+			continue
+		}
+		alive := c.awaited[s.hdr.PID] || processAlive(s.hdr.PID)
+		if !final && alive && !s.r.InitDone() {
+			continue // wait for the module list, so early samples symbolize
+		}
+		if err := c.drain(s); err != nil {
+			c.warn("%v", err)
+		}
+		if final || !alive || c.replaced(s) {
+			if err := c.end(s, alive && !final); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Close releases the rings and symbol files.
+func (c *Collector) Close() {
+	for _, s := range c.order {
+		s.r.Close()
+	}
+	c.syms.Close()
+}
+
+func (c *Collector) discover() error {
+	ents, err := os.ReadDir(c.dir)
+	if err != nil {
+		return fmt.Errorf("collect: %w", err)
+	}
+	var fresh []*stream
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasPrefix(name, "ring.") || c.streams[name] != nil {
+			continue
+		}
+		r, err := ring.Open(filepath.Join(c.dir, name))
+		if errors.Is(err, ring.ErrNotReady) {
+			continue
+		}
+		if err != nil {
+			c.warn("%v", err)
+			c.streams[name] = &stream{name: name, ended: true}
+			continue
+		}
+		fresh = append(fresh, &stream{name: name, r: r, hdr: r.Header(), locs: map[uint64]uint64{}})
+	}
+	// Parents before children, earlier images before later ones.
+	sort.Slice(fresh, func(i, j int) bool {
+		a, b := fresh[i].hdr, fresh[j].hdr
+		if a.StartMonoNano != b.StartMonoNano {
+			return a.StartMonoNano < b.StartMonoNano
+		}
+		return a.Seq < b.Seq
+	})
+	for _, s := range fresh {
+		s.id = uint32(len(c.order) + 1)
+		c.streams[s.name] = s
+		c.order = append(c.order, s)
+		h := s.hdr
+		if err := c.w.Process(&capture.Process{
+			Stream: s.id, PID: h.PID, PPID: h.PPID,
+			StartMonoNano: h.StartMonoNano, StartUnixNano: h.StartUnixNano,
+			Cmdline: h.Cmdline, Exe: h.Exe,
+		}); err != nil {
+			return fmt.Errorf("collect: %w", err)
+		}
+	}
+	return nil
+}
+
+// replaced reports whether an exec gave the pid a newer ring.
+func (c *Collector) replaced(s *stream) bool {
+	for _, o := range c.order {
+		if o.hdr.PID == s.hdr.PID && o.hdr.Seq > s.hdr.Seq && o.hdr.StartMonoNano >= s.hdr.StartMonoNano {
+			return true
+		}
+	}
+	return false
+}
+
+func processAlive(pid int) bool {
+	return syscall.Kill(pid, 0) == nil || errors.Is(syscall.Kill(pid, 0), syscall.EPERM)
+}
+
+func (c *Collector) drain(s *stream) error {
+	var werr error
+	_, err := s.r.Drain(func(rec *ring.Record) {
+		if werr != nil {
+			return
+		}
+		switch rec.Type {
+		case ring.RecAlloc:
+			werr = c.alloc(s, rec)
+		case ring.RecFree:
+			c.Frees++
+			werr = c.w.Free(&capture.Free{Stream: s.id, TID: rec.TID, TimeNano: rec.TimeNano, Addr: rec.Addr})
+		case ring.RecModule:
+			werr = c.module(s, rec)
+		}
+	})
+	if werr != nil {
+		return fmt.Errorf("collect: %w", werr)
+	}
+	return err
+}
+
+func (c *Collector) module(s *stream, rec *ring.Record) error {
+	m := &module{bias: rec.Bias, segs: append([]ring.Segment(nil), rec.Segments...), path: rec.Path}
+	m.self = c.self != "" && sameFile(rec.Path, c.self)
+	c.nextID++
+	m.mappingID = c.nextID
+	mp := &capture.Mapping{ID: m.mappingID, Stream: s.id, LoadBias: rec.Bias, File: rec.Path, TimeNano: rec.TimeNano}
+	// pprof wants one range per mapping: take the executable segment.
+	for i, sg := range m.segs {
+		if sg.Flags&1 != 0 || i == len(m.segs)-1 {
+			mp.Start, mp.Limit, mp.Offset = rec.Bias+sg.Vaddr, rec.Bias+sg.Vaddr+sg.Memsz, sg.Offset
+			break
+		}
+	}
+	if f, err := c.syms.File(rec.Path); err == nil {
+		m.file = f
+		mp.BuildID = f.BuildID()
+	}
+	s.mods = append(s.mods, m)
+	return c.w.Mapping(mp)
+}
+
+func sameFile(a, b string) bool {
+	if a == b {
+		return true
+	}
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
+}
+
+// lookup finds the module holding pc; the latest one wins (an address range
+// can be reused after dlclose).
+func (s *stream) lookup(pc uint64) *module {
+	for i := len(s.mods) - 1; i >= 0; i-- {
+		m := s.mods[i]
+		for _, sg := range m.segs {
+			if pc-m.bias-sg.Vaddr < sg.Memsz {
+				return m
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Collector) alloc(s *stream, rec *ring.Record) error {
+	c.Allocs++
+	s.locBuf = s.locBuf[:0]
+	for _, pc := range rec.Frames {
+		id, ok := s.locs[pc]
+		if !ok {
+			var err error
+			if id, err = c.location(s, pc); err != nil {
+				return err
+			}
+			s.locs[pc] = id
+		}
+		if id != 0 {
+			s.locBuf = append(s.locBuf, id)
+		}
+	}
+	s.keyBuf = s.keyBuf[:0]
+	for _, id := range s.locBuf {
+		s.keyBuf = binary.AppendUvarint(s.keyBuf, id)
+	}
+	sid, ok := c.stackIDs[string(s.keyBuf)]
+	if !ok {
+		c.nextID++
+		sid = c.nextID
+		c.stackIDs[string(s.keyBuf)] = sid
+		if err := c.w.Stack(&capture.Stack{ID: sid, Locations: append([]uint64(nil), s.locBuf...)}); err != nil {
+			return err
+		}
+	}
+	return c.w.Alloc(&capture.Alloc{
+		Stream: s.id, TID: rec.TID, TimeNano: rec.TimeNano,
+		Addr: rec.Addr, Size: rec.Size, StackID: sid, Func: rec.Func,
+	})
+}
+
+// location writes the Location of a return address; 0 means the frame is
+// the library's own and is left out.
+func (c *Collector) location(s *stream, pc uint64) (uint64, error) {
+	addr := pc - 1 // a return address: the call is the instruction before it
+	loc := &capture.Location{Address: addr}
+	if m := s.lookup(pc); m != nil {
+		if m.self {
+			return 0, nil
+		}
+		loc.MappingID = m.mappingID
+		if m.file != nil {
+			key := symKey{m.path, addr - m.bias}
+			lines, ok := c.lines[key]
+			if !ok {
+				lines = m.file.Lookup(key.vaddr)
+				c.lines[key] = lines
+			}
+			loc.Lines = lines
+		}
+	}
+	c.nextID++
+	loc.ID = c.nextID
+	return loc.ID, c.w.Location(loc)
+}
+
+func (c *Collector) end(s *stream, replaced bool) error {
+	s.ended = true
+	cnt := s.r.Counters()
+	e := &capture.End{Stream: s.id, DroppedAllocs: cnt.DroppedAllocs, DroppedFrees: cnt.DroppedFree}
+	if cnt.Head > cnt.Tail {
+		e.LostBytes = cnt.Head - cnt.Tail
+	}
+	if cnt.Truncated > 0 {
+		c.warn("%d stacks of pid %d were cut at 1024 frames", cnt.Truncated, s.hdr.PID)
+	}
+	if replaced || c.replaced(s) {
+		e.Exec = true
+	} else if ws, ok := c.exits[s.hdr.PID]; ok {
+		e.Known = true
+		if ws.Signaled() {
+			e.Signaled, e.Signal = true, int(ws.Signal())
+		} else {
+			e.ExitCode = ws.ExitStatus()
+		}
+	}
+	e.TimeNano = monoNow()
+	return c.w.End(e)
+}

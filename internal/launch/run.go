@@ -1,0 +1,237 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/heaplens/heaplens/internal/capture"
+	"github.com/heaplens/heaplens/internal/collect"
+)
+
+// Options configure one profiled run.
+type Options struct {
+	Command  []string
+	Output   string // capture path; "" means ./heaplens-COMMAND-PID.hlc
+	Rate     uint64 // bytes; 1 samples every allocation
+	Seed     uint64 // 0 draws a random seed in each process
+	RingSize uint64 // bytes per process ring; 0 = library default
+	Version  string // written into the capture
+	Stdin    io.Reader
+	Stdout   io.Writer
+	Stderr   io.Writer
+	Log      io.Writer // heaplens's own messages
+}
+
+// Result is what a run produced.
+type Result struct {
+	ExitCode int    // the command's; 128+N when killed by signal N
+	Status   string // how the command ended, in words
+	Capture  string // "" when nothing was profiled
+	Streams  int    // process images seen
+	Warnings []string
+}
+
+const pollEvery = 20 * time.Millisecond
+const flushEvery = time.Second
+
+// Run runs the command to completion under the profiler. A command that
+// cannot be found gives ExitCode 127 and an error wrapping ErrNotFound. A
+// statically linked program is run without profiling after a warning.
+func Run(o Options) (*Result, error) {
+	if len(o.Command) == 0 {
+		return &Result{ExitCode: 2}, errors.New("no command given")
+	}
+	path, err := Resolve(o.Command[0])
+	if err != nil {
+		return &Result{ExitCode: 127}, err
+	}
+	if err := CheckDynamic(path); errors.Is(err, ErrStatic) {
+		fmt.Fprintf(o.Log, "heaplens: %s is statically linked: LD_PRELOAD cannot reach its allocator, so it cannot be profiled; running it without profiling\n", o.Command[0])
+		return runPlain(o, path)
+	}
+	lib, err := LibraryPath()
+	if err != nil {
+		return &Result{ExitCode: 1}, err
+	}
+	dir, err := sessionDir()
+	if err != nil {
+		return &Result{ExitCode: 1}, err
+	}
+	defer os.RemoveAll(dir)
+
+	cmd := command(o, path)
+	cmd.Env = profiledEnv(os.Environ(), lib, dir, o)
+	signals := forwardSignals()
+	defer signal.Stop(signals)
+	if err := cmd.Start(); err != nil {
+		return &Result{ExitCode: 126}, fmt.Errorf("%s: %w", o.Command[0], err)
+	}
+	out := o.Output
+	if out == "" {
+		out = fmt.Sprintf("heaplens-%s-%d.hlc", sanitize(filepath.Base(o.Command[0])), cmd.Process.Pid)
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		// The target runs on unprofiled; never leave it orphaned.
+		fmt.Fprintf(o.Log, "heaplens: cannot write the capture: %v; the command runs on unprofiled\n", err)
+		res := wait(cmd, signals)
+		return res, nil
+	}
+	defer f.Close()
+	w, err := capture.NewWriter(f)
+	if err != nil {
+		return &Result{ExitCode: 1}, err
+	}
+	host, _ := os.Hostname()
+	if err := w.Meta(&capture.Meta{
+		FormatVersion: capture.Version, HeaplensVersion: o.Version, Rate: o.Rate,
+		StartUnixNano: time.Now().UnixNano(), Command: o.Command, Host: host,
+	}); err != nil {
+		return &Result{ExitCode: 1}, err
+	}
+	col := collect.New(dir, lib, w)
+	defer col.Close()
+	col.Await(cmd.Process.Pid)
+
+	done := make(chan struct{})
+	var res *Result
+	go func() { res = wait(cmd, nil); close(done) }()
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	lastFlush := time.Now()
+	var collectErr error
+loop:
+	for {
+		select {
+		case <-done:
+			break loop
+		case sig := <-signals:
+			cmd.Process.Signal(sig)
+		case <-tick.C:
+			if collectErr == nil {
+				collectErr = col.Poll(false)
+			}
+			if time.Since(lastFlush) >= flushEvery {
+				w.Flush()
+				lastFlush = time.Now()
+			}
+		}
+	}
+	col.SetExit(cmd.Process.Pid, cmd.ProcessState.Sys().(syscall.WaitStatus))
+	if collectErr == nil {
+		collectErr = col.Poll(true)
+	}
+	if err := w.Close(); err != nil && collectErr == nil {
+		collectErr = err
+	}
+	res.Capture = out
+	res.Streams = col.Streams()
+	res.Warnings = col.Warnings()
+	if collectErr != nil {
+		return res, fmt.Errorf("collecting the profile: %w", collectErr)
+	}
+	return res, nil
+}
+
+func command(o Options, path string) *exec.Cmd {
+	cmd := exec.Command(path, o.Command[1:]...)
+	cmd.Args[0] = o.Command[0]
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
+	return cmd
+}
+
+func runPlain(o Options, path string) (*Result, error) {
+	cmd := command(o, path)
+	signals := forwardSignals()
+	defer signal.Stop(signals)
+	if err := cmd.Start(); err != nil {
+		return &Result{ExitCode: 126}, fmt.Errorf("%s: %w", o.Command[0], err)
+	}
+	return wait(cmd, signals), nil
+}
+
+// wait waits for the command, forwarding signals when given a channel.
+func wait(cmd *exec.Cmd, signals chan os.Signal) *Result {
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	for {
+		select {
+		case <-done:
+			ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			if ws.Signaled() {
+				return &Result{ExitCode: 128 + int(ws.Signal()), Status: "killed by signal " + strconv.Itoa(int(ws.Signal())) + " (" + ws.Signal().String() + ")"}
+			}
+			return &Result{ExitCode: ws.ExitStatus(), Status: "exited with status " + strconv.Itoa(ws.ExitStatus())}
+		case sig := <-signals:
+			cmd.Process.Signal(sig)
+		}
+	}
+}
+
+// forwardSignals keeps heaplens alive to finish the capture. SIGINT and
+// SIGQUIT from a terminal already reach the whole process group, so they are
+// only swallowed; SIGTERM and SIGHUP are passed on to the command.
+func forwardSignals() chan os.Signal {
+	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT)
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGHUP)
+	return ch
+}
+
+func sessionDir() (string, error) {
+	base := "/dev/shm"
+	if st, err := os.Stat(base); err != nil || !st.IsDir() {
+		base = os.TempDir()
+	}
+	dir, err := os.MkdirTemp(base, "heaplens-")
+	if err != nil {
+		dir, err = os.MkdirTemp(os.TempDir(), "heaplens-")
+	}
+	if err != nil {
+		return "", fmt.Errorf("launch: session directory: %w", err)
+	}
+	return dir, nil
+}
+
+func profiledEnv(env []string, lib, dir string, o Options) []string {
+	out := env[:0:0]
+	preload := lib
+	for _, kv := range env {
+		switch {
+		case strings.HasPrefix(kv, "LD_PRELOAD="):
+			if old := strings.TrimPrefix(kv, "LD_PRELOAD="); old != "" {
+				preload = lib + ":" + old
+			}
+		case strings.HasPrefix(kv, "HEAPLENS_"):
+		default:
+			out = append(out, kv)
+		}
+	}
+	out = append(out, "LD_PRELOAD="+preload, "HEAPLENS_DIR="+dir,
+		"HEAPLENS_RATE="+strconv.FormatUint(o.Rate, 10))
+	if o.Seed != 0 {
+		out = append(out, "HEAPLENS_SEED="+strconv.FormatUint(o.Seed, 10))
+	}
+	if o.RingSize != 0 {
+		out = append(out, "HEAPLENS_RING_SIZE="+strconv.FormatUint(o.RingSize, 10))
+	}
+	return out
+}
+
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '/' || r == ' ' || r < 32 {
+			return '_'
+		}
+		return r
+	}, s)
+}

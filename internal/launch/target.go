@@ -1,0 +1,48 @@
+package launch
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+)
+
+// ErrNotFound means the command does not exist or is not executable.
+var ErrNotFound = errors.New("command not found")
+
+// ErrStatic means the program is statically linked: LD_PRELOAD cannot reach it.
+var ErrStatic = errors.New("statically linked")
+
+// Resolve finds the program as the shell would.
+func Resolve(name string) (string, error) {
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", name, ErrNotFound)
+	}
+	return p, nil
+}
+
+// CheckDynamic returns ErrStatic for a statically linked ELF program. Scripts
+// (#!) run a dynamic interpreter and other files are left to the kernel.
+func CheckDynamic(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	magic := make([]byte, 4)
+	if _, err := f.ReadAt(magic, 0); err != nil || string(magic) != "\x7fELF" {
+		return nil
+	}
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return nil // let the kernel say what is wrong with it
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_INTERP {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: %w", path, ErrStatic)
+}

@@ -1,0 +1,46 @@
+// Package ring reads the shared-memory rings that libheaplens.so writes, one
+// per process image. The layout is defined in docs/ring-format.md and
+// mirrored by preload/heaplens_ring.h.
+package ring
+
+// Constants from docs/ring-format.md.
+const (
+	Magic      = 0x31304749524c4845
+	Version    = 1
+	HeaderSize = 4096
+
+	FlagInitDone = 1
+	FlagForked   = 2
+
+	RecAlloc  = 1
+	RecFree   = 2
+	RecModule = 3
+
+	AllocTruncated = 1
+
+	// Byte offsets in the header.
+	offMagic        = 0
+	offVersion      = 8
+	offDataSize     = 16
+	offPID          = 24
+	offPPID         = 32
+	offStartMono    = 40
+	offStartReal    = 48
+	offRate         = 56
+	offFlags        = 64
+	offSeq          = 68
+	offParentPID    = 72
+	offParentSeq    = 80
+	offCmdlineLen   = 84
+	offExeLen       = 88
+	offHead         = 128
+	offTail         = 192
+	offDroppedAlloc = 256
+	offDroppedFree  = 264
+	offDroppedOther = 272
+	offTruncated    = 280
+	offCmdline      = 1024
+	offExe          = 3072
+	maxCmdline      = 2048
+	maxExe          = 1024
+)

@@ -1,0 +1,250 @@
+package ring
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrNotReady means the file exists but its creator has not finished
+// writing the header yet; try again later.
+var ErrNotReady = errors.New("ring: header not written yet")
+
+// Header is the fixed part of a ring, written once by the library.
+type Header struct {
+	PID, PPID     int
+	StartMonoNano int64
+	StartUnixNano int64
+	Rate          uint64
+	Seq           uint32
+	Forked        bool
+	ParentPID     int
+	ParentSeq     uint32
+	Cmdline       []string
+	Exe           string
+}
+
+// Counters are the ring's running totals.
+type Counters struct {
+	Head, Tail                 uint64
+	DroppedAllocs, DroppedFree uint64
+	DroppedOther, Truncated    uint64
+}
+
+// Segment is a PT_LOAD segment of a MODULE record.
+type Segment struct {
+	Vaddr, Memsz, Offset uint64
+	Flags                uint32
+}
+
+// Record is one decoded ring record. Frames and Segments alias buffers that
+// the next Drain callback reuses.
+type Record struct {
+	Type     uint8
+	Func     uint8
+	TimeNano int64
+	Addr     uint64
+	Size     uint64
+	TID      uint32
+	Flags    uint32
+	Frames   []uint64
+	Bias     uint64
+	Segments []Segment
+	Path     string
+}
+
+// Ring is one mapped ring file.
+type Ring struct {
+	Path   string
+	mem    []byte
+	data   []byte
+	mask   uint64
+	words  []uint64
+	frames []uint64
+	segs   []Segment
+}
+
+// Open maps the ring at path for reading and consuming.
+func Open(path string) (*Ring, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("ring: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("ring: %w", err)
+	}
+	if st.Size() < HeaderSize {
+		return nil, ErrNotReady
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("ring: mmap %s: %w", path, err)
+	}
+	r := &Ring{Path: path, mem: mem}
+	if atomic.LoadUint64(r.u64(offMagic)) != Magic {
+		r.Close()
+		return nil, ErrNotReady
+	}
+	if v := binary.LittleEndian.Uint32(mem[offVersion:]); v != Version {
+		r.Close()
+		return nil, fmt.Errorf("ring: %s: version %d, want %d", path, v, Version)
+	}
+	size := binary.LittleEndian.Uint64(mem[offDataSize:])
+	if size == 0 || size&(size-1) != 0 || uint64(len(mem)) < HeaderSize+size {
+		r.Close()
+		return nil, fmt.Errorf("ring: %s: bad data size %d", path, size)
+	}
+	r.data = mem[HeaderSize : HeaderSize+size]
+	r.mask = size - 1
+	return r, nil
+}
+
+func (r *Ring) u64(off uint64) *uint64 { return (*uint64)(unsafe.Pointer(&r.mem[off])) }
+func (r *Ring) u32(off uint64) *uint32 { return (*uint32)(unsafe.Pointer(&r.mem[off])) }
+
+// Close unmaps the ring. The file stays.
+func (r *Ring) Close() error {
+	if r.mem == nil {
+		return nil
+	}
+	err := unix.Munmap(r.mem)
+	r.mem = nil
+	return err
+}
+
+// Header returns the ring's fixed header.
+func (r *Ring) Header() Header {
+	le := binary.LittleEndian
+	m := r.mem
+	h := Header{
+		PID:           int(int64(le.Uint64(m[offPID:]))),
+		PPID:          int(int64(le.Uint64(m[offPPID:]))),
+		StartMonoNano: int64(le.Uint64(m[offStartMono:])),
+		StartUnixNano: int64(le.Uint64(m[offStartReal:])),
+		Rate:          le.Uint64(m[offRate:]),
+		Seq:           le.Uint32(m[offSeq:]),
+		Forked:        atomic.LoadUint32(r.u32(offFlags))&FlagForked != 0,
+		ParentPID:     int(int64(le.Uint64(m[offParentPID:]))),
+		ParentSeq:     le.Uint32(m[offParentSeq:]),
+	}
+	cl := min(int(le.Uint32(m[offCmdlineLen:])), maxCmdline)
+	args := strings.Split(strings.TrimRight(string(m[offCmdline:offCmdline+cl]), "\x00"), "\x00")
+	if len(args) > 0 && args[0] != "" {
+		h.Cmdline = args
+	}
+	el := min(int(le.Uint32(m[offExeLen:])), maxExe)
+	h.Exe = string(bytes.TrimRight(m[offExe:offExe+el], "\x00"))
+	return h
+}
+
+// InitDone reports whether the library has written its initial modules.
+func (r *Ring) InitDone() bool { return atomic.LoadUint32(r.u32(offFlags))&FlagInitDone != 0 }
+
+// Counters returns the ring's totals now.
+func (r *Ring) Counters() Counters {
+	return Counters{
+		Head:          atomic.LoadUint64(r.u64(offHead)),
+		Tail:          atomic.LoadUint64(r.u64(offTail)),
+		DroppedAllocs: atomic.LoadUint64(r.u64(offDroppedAlloc)),
+		DroppedFree:   atomic.LoadUint64(r.u64(offDroppedFree)),
+		DroppedOther:  atomic.LoadUint64(r.u64(offDroppedOther)),
+		Truncated:     atomic.LoadUint64(r.u64(offTruncated)),
+	}
+}
+
+func (r *Ring) word(pos uint64) *uint64 {
+	return (*uint64)(unsafe.Pointer(&r.data[pos&r.mask]))
+}
+
+// Drain consumes every committed record, calling fn for each, and returns how
+// many it consumed. It stops at the first record still being written. A
+// malformed record (which only a corrupted ring can hold) ends the drain with
+// an error; the ring is not consumed past it.
+func (r *Ring) Drain(fn func(*Record)) (int, error) {
+	tail := atomic.LoadUint64(r.u64(offTail))
+	head := atomic.LoadUint64(r.u64(offHead))
+	n := 0
+	var rec Record
+	for tail < head {
+		hdr := atomic.LoadUint64(r.word(tail))
+		if hdr == 0 {
+			break
+		}
+		length := hdr & 0xffffffff
+		if length < 8 || length%8 != 0 || length > uint64(len(r.data)) || tail+length > head {
+			return n, fmt.Errorf("ring: %s: bad record header %#x at %d", r.Path, hdr, tail)
+		}
+		nw := int(length/8) - 1
+		if cap(r.words) < nw {
+			r.words = make([]uint64, nw)
+		}
+		w := r.words[:nw]
+		for i := range w {
+			p := r.word(tail + 8 + 8*uint64(i))
+			w[i] = *p
+			*p = 0
+		}
+		if err := r.decode(&rec, hdr, w); err != nil {
+			return n, fmt.Errorf("ring: %s at %d: %w", r.Path, tail, err)
+		}
+		atomic.StoreUint64(r.word(tail), 0)
+		tail += length
+		atomic.StoreUint64(r.u64(offTail), tail)
+		fn(&rec)
+		n++
+	}
+	return n, nil
+}
+
+func (r *Ring) decode(rec *Record, hdr uint64, w []uint64) error {
+	*rec = Record{Type: uint8(hdr >> 32), Func: uint8(hdr >> 40)}
+	count := int(hdr >> 48)
+	switch rec.Type {
+	case RecAlloc:
+		if len(w) != 4+count {
+			return fmt.Errorf("ALLOC with %d words for %d frames", len(w), count)
+		}
+		rec.TimeNano, rec.Addr, rec.Size = int64(w[0]), w[1], w[2]
+		rec.TID, rec.Flags = uint32(w[3]), uint32(w[3]>>32)
+		r.frames = append(r.frames[:0], w[4:]...)
+		rec.Frames = r.frames
+	case RecFree:
+		if len(w) != 3 {
+			return fmt.Errorf("FREE with %d words", len(w))
+		}
+		rec.TimeNano, rec.Addr, rec.TID = int64(w[0]), w[1], uint32(w[2])
+	case RecModule:
+		if len(w) < 3+4*count {
+			return fmt.Errorf("MODULE with %d words for %d segments", len(w), count)
+		}
+		rec.TimeNano, rec.Bias = int64(w[0]), w[1]
+		plen := w[2]
+		rest := w[3+4*count:]
+		if plen > uint64(8*len(rest)) {
+			return fmt.Errorf("MODULE path of %d bytes in %d words", plen, len(rest))
+		}
+		r.segs = r.segs[:0]
+		for i := 0; i < count; i++ {
+			s := w[3+4*i:]
+			r.segs = append(r.segs, Segment{Vaddr: s[0], Memsz: s[1], Offset: s[2], Flags: uint32(s[3])})
+		}
+		rec.Segments = r.segs
+		b := make([]byte, 8*len(rest))
+		for i, x := range rest {
+			binary.LittleEndian.PutUint64(b[8*i:], x)
+		}
+		rec.Path = string(b[:plen])
+	default:
+		// Unknown types are skipped: a newer library may add records.
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+package symbolize
+
+import "sync"
+
+// Cache opens each path once and hands out the same *File afterwards. It
+// remembers failures too, so a missing or non-ELF file (a deleted library,
+// [vdso]) costs one attempt. A Cache is safe for concurrent use; opening
+// happens under its lock.
+type Cache struct {
+	// DebugRoots, when non-nil, replaces the package's DebugRoots for
+	// files opened by this cache. Set it before the first File call.
+	DebugRoots []string
+
+	mu    sync.Mutex
+	files map[string]cacheEntry
+}
+
+type cacheEntry struct {
+	f   *File
+	err error
+}
+
+// NewCache returns an empty cache.
+func NewCache() *Cache {
+	return &Cache{files: make(map[string]cacheEntry)}
+}
+
+// File returns the opened file at path, opening it on first use. A failed
+// open is remembered and its error returned again.
+func (c *Cache) File(path string) (*File, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.files == nil {
+		c.files = make(map[string]cacheEntry)
+	}
+	if e, ok := c.files[path]; ok {
+		return e.f, e.err
+	}
+	roots := c.DebugRoots
+	if roots == nil {
+		roots = DebugRoots
+	}
+	f, err := OpenWith(path, roots)
+	c.files[path] = cacheEntry{f, err}
+	return f, err
+}
+
+// Close closes every file the cache opened and empties it.
+func (c *Cache) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.files {
+		if e.f != nil {
+			e.f.Close()
+		}
+	}
+	c.files = make(map[string]cacheEntry)
+}

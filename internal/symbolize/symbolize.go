@@ -1,0 +1,183 @@
+// Package symbolize turns ELF virtual addresses of one file into
+// function/file/line frames, inlined frames included, the way addr2line -i
+// -f -C does, but cheaply enough to run inside the heaplens agent for every
+// distinct pc of a capture.
+//
+// Symbols come from .symtab and .dynsym; source lines and inlined frames come
+// from DWARF (versions 2 to 5), read from the file itself or from a separate
+// debug file found by build ID or .gnu_debuglink under DebugRoots. DWARF is
+// loaded on the first lookup that needs it, and a compilation unit is decoded
+// only when a pc falls into it, so a few lookups in a large library with full
+// debug info stay cheap.
+//
+// Malformed input never panics: Open reports an error, and Lookup falls back to
+// whatever it still knows (the symbol table) or returns nil.
+package symbolize
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/heaplens/heaplens/internal/capture"
+)
+
+// DebugRoots are the directories searched for separate debug files, as gdb
+// does: <root>/.build-id/xx/rest.debug and <root>/<dir of file>/<debuglink>.
+// Open uses it; OpenWith and Cache.DebugRoots override it.
+var DebugRoots = []string{"/usr/lib/debug"}
+
+// File is one opened ELF file, ready for lookups. A File is safe for
+// concurrent use; lookups are serialised because they fill caches.
+type File struct {
+	path    string
+	buildID string
+	syms    symtab
+
+	mu      sync.Mutex
+	dwFile  *os.File  // the file holding DWARF (the original or its debug file) until loaded; nil if none
+	dwELF   *elf.File // dwFile parsed
+	dwTried bool      // loadDWARF has run
+	dw      *dwarfData
+}
+
+// Open opens the ELF file at path and reads its symbol tables and build ID.
+// DWARF, possibly from a separate debug file under DebugRoots, is read lazily
+// by Lookup.
+func Open(path string) (*File, error) {
+	return OpenWith(path, DebugRoots)
+}
+
+// OpenWith is Open with an explicit list of debug roots (nil or empty: no
+// separate debug files beyond those next to the file itself).
+func OpenWith(path string, debugRoots []string) (f *File, err error) {
+	if path == "" || strings.HasPrefix(path, "[") {
+		// Pseudo mappings such as [vdso], [heap] or [stack] have no file.
+		return nil, fmt.Errorf("symbolize: open %s: %w", path, errors.New("not a file"))
+	}
+	defer func() {
+		// debug/elf is hardened against bad input, but a panic here must not
+		// take the agent down.
+		if r := recover(); r != nil {
+			f, err = nil, fmt.Errorf("symbolize: open %s: malformed ELF: %v", path, r)
+		}
+	}()
+	osf, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("symbolize: open %s: %w", path, err)
+	}
+	ef, err := elf.NewFile(osf)
+	if err != nil {
+		osf.Close()
+		return nil, fmt.Errorf("symbolize: open %s: %w", path, err)
+	}
+	f = &File{path: path, buildID: buildID(ef)}
+	var all []symbol
+	all = appendSymbols(all, ef)
+
+	if hasDWARF(ef) {
+		f.dwFile, f.dwELF = osf, ef
+	} else {
+		// The original is still needed open to read .gnu_debuglink.
+		if df, dosf := findDebugFile(path, ef, f.buildID, debugRoots); df != nil {
+			all = appendSymbols(all, df)
+			f.dwFile, f.dwELF = dosf, df
+		}
+		osf.Close()
+	}
+	f.syms = newSymtab(all)
+	if ef.Type == elf.ET_REL {
+		// Relocatable objects would need their DWARF relocated; the agent
+		// only sees loaded modules, so do not pretend.
+		f.closeDWARF()
+	}
+	return f, nil
+}
+
+// BuildID returns the hex NT_GNU_BUILD_ID of the file ("" if none). With a
+// separate debug file it is still the original file's build ID.
+func (f *File) BuildID() string { return f.buildID }
+
+// Path returns the path the file was opened with.
+func (f *File) Path() string { return f.path }
+
+// Lookup returns the frames at ELF virtual address vaddr (the runtime pc minus
+// the load bias; a return address minus one). Frames are innermost first, as
+// pprof wants: inlined callees, then the function the code physically belongs
+// to. Lookup returns nil when nothing is known about vaddr.
+func (f *File) Lookup(vaddr uint64) []capture.Line {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+
+	symName, symOK := f.syms.lookup(vaddr)
+	var lines []capture.Line
+	if d := f.dwarf(); d != nil {
+		lines = d.lookup(vaddr)
+	}
+	if len(lines) == 0 {
+		if !symOK {
+			return nil
+		}
+		return []capture.Line{{Function: symName}}
+	}
+	// The line table can know a pc that no subprogram DIE covers (assembly
+	// files, compiler-generated thunks): name it from the symbol table.
+	if last := &lines[len(lines)-1]; last.Function == "" && symOK {
+		last.Function = symName
+	}
+	if len(lines) == 1 && lines[0].Function == "" && lines[0].File == "" {
+		return nil
+	}
+	return lines
+}
+
+// Close releases the file. Lookups after Close use only the symbol table.
+func (f *File) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dwTried = true
+	f.dw = nil
+	return f.closeDWARF()
+}
+
+func (f *File) closeDWARF() error {
+	var err error
+	if f.dwFile != nil {
+		err = f.dwFile.Close()
+	}
+	f.dwFile, f.dwELF = nil, nil
+	return err
+}
+
+// dwarf loads the DWARF data on first use. A failure is remembered: the file
+// then symbolizes from its symbol table only.
+func (f *File) dwarf() *dwarfData {
+	if f.dwTried {
+		return f.dw
+	}
+	f.dwTried = true
+	if f.dwELF == nil {
+		return nil
+	}
+	d, err := loadDWARF(f.dwELF)
+	if err == nil {
+		f.dw = d
+	}
+	// loadDWARF copied out everything lookups need: give back the
+	// descriptor, which matters when a Cache holds hundreds of modules.
+	f.closeDWARF()
+	return f.dw
+}
+
+// hasDWARF reports whether ef carries its own debug info.
+func hasDWARF(ef *elf.File) bool {
+	for _, name := range []string{".debug_info", ".zdebug_info"} {
+		if s := ef.Section(name); s != nil && s.Type != elf.SHT_NOBITS && s.Size > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,913 @@
+/*
+ * libheaplens.so: preloaded into the target. Samples allocations with a
+ * per-thread byte countdown, unwinds sampled stacks, and writes records into
+ * a per-process shared-memory ring (layout: heaplens_ring.h,
+ * docs/ring-format.md). It copies facts and never interprets them; it never
+ * blocks, and when it cannot record it drops and counts.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <link.h>
+#include <malloc.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <unwind.h>
+
+#include "heaplens_ring.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define HOT __attribute__((hot))
+#define COLD __attribute__((cold, noinline))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/*
+ * A sampled block carries two words just below the pointer we return:
+ * p[-1] is a random per-process secret and p[-2] is the offset from the real
+ * block to p mixed with p. free() of an unsampled pointer costs one load of
+ * p[-1], a word glibc's own free reads next anyway, and one compare: glibc
+ * keeps its chunk size there, which can never equal a random 64-bit secret.
+ * The slow path then checks p[-2] against the address, so a stray copy of a
+ * header elsewhere is never taken for a sampled block.
+ */
+#define HDR 16u
+
+typedef void *(*malloc_fn)(size_t);
+typedef void (*free_fn)(void *);
+typedef void *(*calloc_fn)(size_t, size_t);
+typedef void *(*realloc_fn)(void *, size_t);
+typedef void *(*memalign_fn)(size_t, size_t);
+typedef int (*posix_memalign_fn)(void **, size_t, size_t);
+typedef size_t (*usable_fn)(void *);
+
+static void *boot_malloc(size_t n);
+static void boot_free(void *p);
+static void *boot_calloc(size_t k, size_t n);
+static void *boot_realloc(void *p, size_t n);
+static void *boot_memalign(size_t a, size_t n);
+static int boot_posix_memalign(void **r, size_t a, size_t n);
+static void *boot_aligned_alloc(size_t a, size_t n);
+static void *boot_valloc(size_t n);
+static void *boot_pvalloc(size_t n);
+static size_t boot_usable(void *p);
+
+/* Read on every call: keep it together, in one cache line where possible. */
+static struct {
+	uint64_t secret;
+	uint64_t mix; /* odd: p * mix hides the offset word */
+	malloc_fn malloc;
+	free_fn free;
+	calloc_fn calloc;
+	realloc_fn realloc;
+	memalign_fn memalign;
+	posix_memalign_fn posix_memalign;
+	memalign_fn aligned_alloc;
+	malloc_fn valloc;
+	malloc_fn pvalloc;
+	usable_fn usable;
+} real __attribute__((aligned(64))) = {
+	0, 0, boot_malloc, boot_free, boot_calloc, boot_realloc, boot_memalign,
+	boot_posix_memalign, boot_aligned_alloc, boot_valloc, boot_pvalloc, boot_usable,
+};
+
+struct module {
+	uint64_t bias;
+	uint32_t path_off, path_len;
+	uint32_t nseg;
+	uint64_t seg[HL_MAX_SEGMENTS][4]; /* vaddr, memsz, offset, flags */
+};
+
+#define MAX_MODULES 2048
+#define PATH_POOL (512u << 10)
+
+static struct {
+	int state; /* 0 new, 1 initialising, 2 ready */
+	int active;
+	uint64_t rate;
+	double inv_log_keep; /* 1 / -log(1 - 1/rate): geometric gap scale */
+	uint64_t seed;
+	int seeded;
+	uint64_t ring_size;
+	const char *dir;
+	struct hl_ring_header *ring;
+	uint8_t *data;
+	uint64_t mask;
+	uint32_t seq;
+	uint32_t threads;
+	uintptr_t self_lo, self_hi; /* our own code, skipped in stacks */
+	int scanning;               /* a module rescan is under way */
+	unsigned long long adds;    /* dlpi_adds at the last scan */
+	char exe[1024];
+	uint32_t nmod;              /* published with release */
+	struct module mod[MAX_MODULES];
+	uint32_t pool_used;
+	char pool[PATH_POOL];
+	uint64_t early_drops; /* samples before the ring existed */
+} g;
+
+struct tls {
+	int64_t remaining; /* bytes until the next sampled byte */
+	uint64_t rng;
+	int init;
+	int busy; /* inside the hook: allocations here are never sampled */
+	uint32_t tid; /* 0 until first needed; reset in a fork child */
+	uint32_t nframes;
+	uintptr_t frames[HL_MAX_FRAMES];
+};
+/* remaining must stay first: the fast path in sample_now addresses it by name. */
+static _Thread_local struct tls tls __asm__("heaplens_tls") __attribute__((tls_model("initial-exec"), used));
+
+static uint32_t tid(void)
+{
+	if (unlikely(!tls.tid))
+		tls.tid = (uint32_t)syscall(SYS_gettid);
+	return tls.tid;
+}
+
+static int64_t now_ns(clockid_t c)
+{
+	struct timespec ts;
+	clock_gettime(c, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- bootstrap: dlsym may allocate before the real functions are known ---- */
+
+static char boot_buf[64 << 10] __attribute__((aligned(16)));
+static size_t boot_used;
+
+static int in_boot(const void *p)
+{
+	return (const char *)p >= boot_buf && (const char *)p < boot_buf + sizeof boot_buf;
+}
+
+static void *tag(void *raw, uint64_t off);
+
+/* Bootstrap blocks are tagged like sampled blocks; p[-3] holds their size. */
+static void *boot_alloc(size_t n)
+{
+	size_t need = 2 * HDR + ((n + 15) & ~(size_t)15);
+	size_t at = __atomic_fetch_add(&boot_used, need, __ATOMIC_RELAXED);
+	if (n > sizeof boot_buf || at + need > sizeof boot_buf)
+		return NULL;
+	uint64_t *p = tag(boot_buf + at + HDR, HDR);
+	p[-3] = n;
+	return p;
+}
+
+static uint64_t splitmix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static int resolving;
+
+static void resolve_real(void)
+{
+	if (__atomic_exchange_n(&resolving, 1, __ATOMIC_ACQ_REL))
+		return;
+	if (!real.secret) {
+		uint64_t s = 0;
+		if (getrandom(&s, sizeof s, GRND_NONBLOCK) != sizeof s)
+			s = (uint64_t)now_ns(CLOCK_MONOTONIC) ^ (uint64_t)(uintptr_t)&s;
+		real.mix = splitmix(&s) | 1;
+		__atomic_store_n(&real.secret, splitmix(&s) | 1, __ATOMIC_RELEASE);
+	}
+	/* free and realloc first: once malloc is real, its blocks must never reach a bootstrap free. */
+	free_fn f = (free_fn)dlsym(RTLD_NEXT, "free");
+	realloc_fn r = (realloc_fn)dlsym(RTLD_NEXT, "realloc");
+	usable_fn u = (usable_fn)dlsym(RTLD_NEXT, "malloc_usable_size");
+	calloc_fn c = (calloc_fn)dlsym(RTLD_NEXT, "calloc");
+	memalign_fn m = (memalign_fn)dlsym(RTLD_NEXT, "memalign");
+	posix_memalign_fn pm = (posix_memalign_fn)dlsym(RTLD_NEXT, "posix_memalign");
+	memalign_fn aa = (memalign_fn)dlsym(RTLD_NEXT, "aligned_alloc");
+	malloc_fn v = (malloc_fn)dlsym(RTLD_NEXT, "valloc");
+	malloc_fn pv = (malloc_fn)dlsym(RTLD_NEXT, "pvalloc");
+	malloc_fn ma = (malloc_fn)dlsym(RTLD_NEXT, "malloc");
+	if (!f || !r || !u || !c || !m || !pm || !aa || !v || !pv || !ma)
+		abort(); /* no allocator below us: nothing sane is possible */
+	real.free = f, real.realloc = r, real.usable = u, real.calloc = c;
+	real.memalign = m, real.posix_memalign = pm, real.aligned_alloc = aa;
+	real.valloc = v, real.pvalloc = pv;
+	__atomic_store_n(&real.malloc, ma, __ATOMIC_RELEASE);
+}
+
+/* While resolving (dlsym re-entered us) serve from the static buffer. */
+#define BOOT_READY() (resolve_real(), real.malloc != boot_malloc)
+static void *boot_malloc(size_t n) { return BOOT_READY() ? real.malloc(n) : boot_alloc(n); }
+static void *boot_calloc(size_t k, size_t n)
+{
+	if (BOOT_READY())
+		return real.calloc(k, n);
+	size_t t;
+	return __builtin_mul_overflow(k, n, &t) ? NULL : boot_alloc(t); /* static memory is zero */
+}
+static void boot_free(void *p)
+{
+	if (BOOT_READY() && !in_boot(p))
+		real.free(p);
+}
+static void *boot_realloc(void *p, size_t n) { return BOOT_READY() ? real.realloc(p, n) : NULL; }
+static void *boot_memalign(size_t a, size_t n) { return BOOT_READY() ? real.memalign(a, n) : NULL; }
+static int boot_posix_memalign(void **r, size_t a, size_t n) { return BOOT_READY() ? real.posix_memalign(r, a, n) : ENOMEM; }
+static void *boot_aligned_alloc(size_t a, size_t n) { return BOOT_READY() ? real.aligned_alloc(a, n) : NULL; }
+static void *boot_valloc(size_t n) { return BOOT_READY() ? real.valloc(n) : NULL; }
+static void *boot_pvalloc(size_t n) { return BOOT_READY() ? real.pvalloc(n) : NULL; }
+static size_t boot_usable(void *p) { return BOOT_READY() ? real.usable(p) : 0; }
+
+/* ---- the ring ---- */
+
+static int ring_reserve(uint64_t len, uint64_t *pos)
+{
+	struct hl_ring_header *h = g.ring;
+	uint64_t head = __atomic_load_n(&h->head, __ATOMIC_RELAXED);
+	for (;;) {
+		uint64_t tail = __atomic_load_n(&h->tail, __ATOMIC_ACQUIRE);
+		if (head + len - tail > g.ring_size)
+			return 0;
+		if (__atomic_compare_exchange_n(&h->head, &head, head + len, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			break;
+	}
+	*pos = head;
+	return 1;
+}
+
+static inline void ring_put(uint64_t pos, uint64_t w)
+{
+	*(uint64_t *)(g.data + (pos & g.mask)) = w;
+}
+
+static inline void ring_commit(uint64_t pos, uint64_t hdr)
+{
+	__atomic_store_n((uint64_t *)(g.data + (pos & g.mask)), hdr, __ATOMIC_RELEASE);
+}
+
+static void count_drop(uint64_t *field)
+{
+	if (g.ring)
+		__atomic_fetch_add(field, 1, __ATOMIC_RELAXED);
+	else
+		__atomic_fetch_add(&g.early_drops, 1, __ATOMIC_RELAXED);
+}
+
+static void read_file(const char *path, char *buf, uint32_t cap, uint32_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	uint32_t n = 0;
+	if (fd >= 0) {
+		ssize_t r;
+		while (n < cap && (r = read(fd, buf + n, cap - n)) > 0)
+			n += (uint32_t)r;
+		close(fd);
+	}
+	*len = n;
+}
+
+/* Creates HEAPLENS_DIR/ring.<pid>.<seq>; only syscalls, no allocation. */
+static void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
+{
+	char path[4096];
+	size_t dl = strlen(g.dir);
+	if (dl + 64 > sizeof path)
+		return;
+	int64_t pid = getpid();
+	int fd = -1;
+	for (uint32_t seq = 0; seq < 1000 && fd < 0; seq++) {
+		/* ring.<pid>.<seq> without snprintf, which may allocate */
+		char *q = path;
+		memcpy(q, g.dir, dl), q += dl;
+		memcpy(q, "/ring.", 6), q += 6;
+		char num[48];
+		int k = 0;
+		for (uint64_t v = (uint64_t)pid; k == 0 || v; v /= 10)
+			num[k++] = (char)('0' + v % 10);
+		while (k)
+			*q++ = num[--k];
+		*q++ = '.';
+		for (uint64_t v = seq; k == 0 || v; v /= 10)
+			num[k++] = (char)('0' + v % 10);
+		while (k)
+			*q++ = num[--k];
+		*q = 0;
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			g.seq = seq;
+		else if (errno != EEXIST)
+			return;
+	}
+	if (fd < 0)
+		return;
+	size_t total = HL_RING_HEADER_SIZE + g.ring_size;
+	if (ftruncate(fd, (off_t)total) != 0) {
+		close(fd);
+		unlink(path);
+		return;
+	}
+	void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED) {
+		unlink(path);
+		return;
+	}
+	struct hl_ring_header *h = m;
+	h->version = HL_RING_VERSION;
+	h->header_size = HL_RING_HEADER_SIZE;
+	h->data_size = g.ring_size;
+	h->pid = pid;
+	h->ppid = getppid();
+	h->start_mono_ns = now_ns(CLOCK_MONOTONIC);
+	h->start_real_ns = now_ns(CLOCK_REALTIME);
+	h->rate = g.rate;
+	h->seq = g.seq;
+	h->parent_pid = parent_pid;
+	h->parent_seq = parent_seq;
+	h->dropped_alloc = __atomic_exchange_n(&g.early_drops, 0, __ATOMIC_RELAXED);
+	read_file("/proc/self/cmdline", h->cmdline, sizeof h->cmdline, &h->cmdline_len);
+	ssize_t el = readlink("/proc/self/exe", h->exe, sizeof h->exe - 1);
+	h->exe_len = el > 0 ? (uint32_t)el : 0;
+	__atomic_store_n(&h->flags, flags, __ATOMIC_RELEASE);
+	__atomic_store_n(&h->magic, HL_RING_MAGIC, __ATOMIC_RELEASE); /* the reader waits for the magic */
+	g.data = (uint8_t *)m + HL_RING_HEADER_SIZE;
+	g.mask = g.ring_size - 1;
+	__atomic_store_n(&g.ring, h, __ATOMIC_RELEASE);
+}
+
+/* ---- modules: what the Go side needs to symbolize a pc ---- */
+
+static void emit_module(const struct module *m)
+{
+	uint64_t plen = m->path_len, len = 32 + 32 * (uint64_t)m->nseg + ((plen + 7) & ~7ull), pos;
+	if (!g.ring)
+		return;
+	if (!ring_reserve(len, &pos)) {
+		count_drop(&g.ring->dropped_other);
+		return;
+	}
+	uint64_t at = pos + 8;
+	ring_put(at, (uint64_t)now_ns(CLOCK_MONOTONIC)), at += 8;
+	ring_put(at, m->bias), at += 8;
+	ring_put(at, plen), at += 8;
+	for (uint32_t i = 0; i < m->nseg; i++)
+		for (int j = 0; j < 4; j++)
+			ring_put(at, m->seg[i][j]), at += 8;
+	const char *p = g.pool + m->path_off;
+	for (uint64_t i = 0; i < plen; i += 8) {
+		uint64_t w = 0;
+		memcpy(&w, p + i, plen - i < 8 ? plen - i : 8);
+		ring_put(at, w), at += 8;
+	}
+	ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_MODULE, 0, m->nseg));
+}
+
+static int known_module(uint64_t bias, const char *name)
+{
+	for (uint32_t i = 0; i < g.nmod; i++)
+		if (g.mod[i].bias == bias && strncmp(g.pool + g.mod[i].path_off, name, g.mod[i].path_len) == 0 &&
+		    name[g.mod[i].path_len] == 0)
+			return 1;
+	return 0;
+}
+
+static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	int *first = arg;
+	if (*first) { /* nothing loaded since the last scan: stop at once */
+		*first = 0;
+		if (size >= offsetof(struct dl_phdr_info, dlpi_subs) && info->dlpi_adds == g.adds)
+			return 1;
+		if (size >= offsetof(struct dl_phdr_info, dlpi_subs))
+			g.adds = info->dlpi_adds;
+	}
+	const char *name = info->dlpi_name;
+	if (!name || !*name) { /* the main program */
+		if (!g.exe[0]) {
+			ssize_t n = readlink("/proc/self/exe", g.exe, sizeof g.exe - 1);
+			g.exe[n > 0 ? n : 0] = 0;
+		}
+		name = g.exe;
+	}
+	if (known_module(info->dlpi_addr, name) || g.nmod >= MAX_MODULES)
+		return 0;
+	size_t plen = strlen(name);
+	if (g.pool_used + plen > PATH_POOL)
+		return 0;
+	struct module *m = &g.mod[g.nmod];
+	memset(m, 0, sizeof *m);
+	m->bias = info->dlpi_addr;
+	m->path_off = g.pool_used;
+	m->path_len = (uint32_t)plen;
+	memcpy(g.pool + g.pool_used, name, plen);
+	g.pool_used += (uint32_t)plen;
+	for (int i = 0; i < info->dlpi_phnum && m->nseg < HL_MAX_SEGMENTS; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		uint64_t *s = m->seg[m->nseg++];
+		s[0] = ph->p_vaddr, s[1] = ph->p_memsz, s[2] = ph->p_offset, s[3] = ph->p_flags;
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr, self = (uintptr_t)&scan_cb;
+		if ((ph->p_flags & PF_X) && self >= lo && self < lo + ph->p_memsz)
+			g.self_lo = lo, g.self_hi = lo + ph->p_memsz;
+	}
+	emit_module(m);
+	__atomic_store_n(&g.nmod, g.nmod + 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* Emits a MODULE record for every loaded object not yet sent. One scanner at a time; others skip. */
+static void scan_modules(void)
+{
+	if (__atomic_exchange_n(&g.scanning, 1, __ATOMIC_ACQUIRE))
+		return;
+	int first = 1;
+	dl_iterate_phdr(scan_cb, &first);
+	__atomic_store_n(&g.scanning, 0, __ATOMIC_RELEASE);
+}
+
+/* Neighbouring frames mostly share a module: start from the last hit. */
+static int covered(uintptr_t pc, uint32_t *hint)
+{
+	uint32_t n = __atomic_load_n(&g.nmod, __ATOMIC_ACQUIRE);
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t i = (*hint + k) % n;
+		const struct module *m = &g.mod[i];
+		for (uint32_t j = 0; j < m->nseg; j++)
+			if (pc - m->bias - m->seg[j][0] < m->seg[j][1]) {
+				*hint = i;
+				return 1;
+			}
+	}
+	return 0;
+}
+
+/* ---- initialisation ---- */
+
+static uint64_t parse_u64(const char *s, uint64_t dflt)
+{
+	if (!s || !*s)
+		return dflt;
+	uint64_t v = 0;
+	for (; *s >= '0' && *s <= '9'; s++)
+		v = v * 10 + (uint64_t)(*s - '0');
+	return *s ? dflt : v;
+}
+
+static void atfork_child(void);
+
+static void init_global(void)
+{
+	int expect = 0;
+	if (!__atomic_compare_exchange_n(&g.state, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return;
+	if (real.malloc == boot_malloc)
+		resolve_real();
+	g.dir = getenv("HEAPLENS_DIR");
+	g.rate = parse_u64(getenv("HEAPLENS_RATE"), 512 << 10);
+	if (g.rate == 0)
+		g.rate = 512 << 10;
+	g.inv_log_keep = g.rate > 1 ? -1.0 / log1p(-1.0 / (double)g.rate) : 0;
+	const char *seed = getenv("HEAPLENS_SEED");
+	g.seeded = seed && *seed;
+	g.seed = g.seeded ? parse_u64(seed, 0) : real.secret;
+	g.ring_size = parse_u64(getenv("HEAPLENS_RING_SIZE"), 16 << 20);
+	if (g.ring_size < 65536 || (g.ring_size & (g.ring_size - 1)))
+		g.ring_size = 16 << 20;
+	if (g.dir && *g.dir) {
+		ring_create(0, 0, 0);
+		g.active = g.ring != NULL;
+	}
+	if (g.active)
+		pthread_atfork(NULL, NULL, atfork_child);
+	__atomic_store_n(&g.state, 2, __ATOMIC_RELEASE);
+}
+
+__attribute__((constructor)) static void heaplens_init(void)
+{
+	tls.busy++;
+	init_global();
+	if (g.active) {
+		scan_modules();
+		__atomic_fetch_or(&g.ring->flags, HL_FLAG_INIT_DONE, __ATOMIC_RELEASE);
+	}
+	tls.busy--;
+}
+
+/*
+ * A fork child gets a fresh ring of its own: it must never write into the
+ * parent's, which the parent still shares. The module table is inherited, so
+ * no loader lock (which another parent thread may have held) is touched.
+ */
+static void atfork_child(void)
+{
+	struct hl_ring_header *parent = g.ring;
+	if (!parent)
+		return;
+	int64_t ppid = parent->pid;
+	uint32_t pseq = g.seq;
+	g.ring = NULL;
+	g.scanning = 0;
+	munmap(parent, HL_RING_HEADER_SIZE + g.ring_size);
+	ring_create(HL_FLAG_FORKED, ppid, pseq);
+	if (!g.ring) {
+		g.active = 0;
+		return;
+	}
+	for (uint32_t i = 0; i < g.nmod; i++)
+		emit_module(&g.mod[i]);
+	__atomic_fetch_or(&g.ring->flags, HL_FLAG_INIT_DONE, __ATOMIC_RELEASE);
+	tls.tid = 0;
+	if (!g.seeded)
+		g.seed ^= (uint64_t)getpid() * 0x9e3779b97f4a7c15ull;
+	tls.rng = splitmix(&g.seed);
+}
+
+/* ---- the sampler ---- */
+
+/*
+ * Per-byte Bernoulli sampling with p = 1/rate: the distance to the next
+ * sampled byte is geometric, G = 1 + floor(ln U / ln(1 - p)). An allocation
+ * is sampled when it contains that byte; by memorylessness the next distance
+ * is drawn afresh from its end. At rate 1 every byte is sampled; the gap of 0
+ * also samples zero-byte calls, so `--rate 1` sees every call.
+ */
+static int64_t draw_gap(void)
+{
+	if (g.rate <= 1)
+		return 0;
+	uint64_t x = splitmix(&tls.rng);
+	double u = (double)((x >> 11) + 1) * 0x1.0p-53; /* (0, 1] */
+	double gap = 1.0 + floor(-log(u) * g.inv_log_keep);
+	return gap > 4e18 ? (int64_t)4e18 : (int64_t)gap;
+}
+
+/* Called when the countdown crossed zero. Returns 1 when this allocation is sampled. */
+static COLD int sample_slow(size_t n)
+{
+	if (tls.busy) { /* our own allocations: invisible to the sampler */
+		tls.remaining += (int64_t)n;
+		return 0;
+	}
+	if (!tls.init) {
+		tls.busy++;
+		if (__atomic_load_n(&g.state, __ATOMIC_ACQUIRE) != 2)
+			init_global();
+		tls.busy--;
+		if (__atomic_load_n(&g.state, __ATOMIC_ACQUIRE) != 2) { /* another thread initialises: retry later */
+			tls.remaining = 0;
+			return 0;
+		}
+		tls.init = 1;
+		if (!g.active) {
+			tls.remaining = INT64_MAX / 2;
+			return 0;
+		}
+		uint64_t idx = __atomic_add_fetch(&g.threads, 1, __ATOMIC_RELAXED);
+		uint64_t s = g.seed ^ (idx * 0xd1b54a32d192ed03ull);
+		tls.rng = splitmix(&s);
+		/* Starting from a drawn gap, not from zero, keeps the first allocation of a thread unbiased. */
+		tls.remaining += draw_gap();
+		if (tls.remaining > 0)
+			return 0;
+	}
+	if (!g.active) {
+		tls.remaining = INT64_MAX / 2;
+		return 0;
+	}
+	tls.remaining = draw_gap();
+	return 1;
+}
+
+/*
+ * The unsampled fast path: remaining -= n, and on to the real allocator
+ * unless it reached zero. Written as one subtract from thread-local memory
+ * and a signed branch on its flags; C would add a load, a store and a test.
+ * jle after sub is exactly "old remaining <= n" in signed arithmetic.
+ */
+static inline __attribute__((always_inline)) int sample_now(size_t n)
+{
+	__asm__ goto("movq heaplens_tls@gottpoff(%%rip), %%rax\n\t"
+		     "subq %0, %%fs:(%%rax)\n\t"
+		     "jle %l[slow]"
+		     :
+		     : "r"(n)
+		     : "rax", "cc", "memory"
+		     : slow);
+	return 0;
+slow:
+	return sample_slow(n);
+}
+
+static _Unwind_Reason_Code unwind_cb(struct _Unwind_Context *ctx, void *arg)
+{
+	(void)arg;
+	uintptr_t ip = _Unwind_GetIP(ctx);
+	if (!ip)
+		return _URC_END_OF_STACK;
+	if (ip - g.self_lo < g.self_hi - g.self_lo)
+		return _URC_NO_REASON;
+	if (tls.nframes >= HL_MAX_FRAMES)
+		return _URC_END_OF_STACK;
+	tls.frames[tls.nframes++] = ip;
+	return _URC_NO_REASON;
+}
+
+static COLD void record_alloc(void *p, size_t n, int func)
+{
+	int saved = errno;
+	tls.busy++;
+	tls.nframes = 0;
+	_Unwind_Backtrace(unwind_cb, NULL);
+	uint32_t nf = tls.nframes, flags = 0;
+	if (nf >= HL_MAX_FRAMES)
+		flags |= HL_ALLOC_TRUNCATED;
+	struct hl_ring_header *h = __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE);
+	if (!h) {
+		count_drop(&g.early_drops);
+		goto out;
+	}
+	uint32_t hint = 0;
+	for (uint32_t i = 0; i < nf; i++)
+		if (!covered(tls.frames[i], &hint)) { /* maybe a library loaded since the last scan */
+			scan_modules();
+			break;
+		}
+	uint64_t len = 40 + 8 * (uint64_t)nf, pos;
+	if (!ring_reserve(len, &pos)) {
+		count_drop(&h->dropped_alloc);
+		goto out;
+	}
+	if (flags & HL_ALLOC_TRUNCATED)
+		__atomic_fetch_add(&h->truncated_stacks, 1, __ATOMIC_RELAXED);
+	ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
+	ring_put(pos + 16, (uint64_t)(uintptr_t)p);
+	ring_put(pos + 24, n);
+	ring_put(pos + 32, (uint64_t)tid() | (uint64_t)flags << 32);
+	for (uint32_t i = 0; i < nf; i++)
+		ring_put(pos + 40 + 8 * (uint64_t)i, tls.frames[i]);
+	ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_ALLOC, (uint32_t)func, nf));
+out:
+	tls.busy--;
+	errno = saved;
+}
+
+/* Must be called before the block is released, so that a reuse of the address is recorded after it. */
+static COLD void record_free(void *p)
+{
+	struct hl_ring_header *h = __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE);
+	uint64_t pos;
+	if (!h)
+		return;
+	if (!ring_reserve(32, &pos)) {
+		__atomic_fetch_add(&h->dropped_free, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	int saved = errno;
+	ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
+	ring_put(pos + 16, (uint64_t)(uintptr_t)p);
+	ring_put(pos + 24, (uint64_t)tid());
+	ring_commit(pos, hl_rec_header(32, HL_REC_FREE, 0, 0));
+	errno = saved;
+}
+
+/* ---- sampled blocks ---- */
+
+static inline uint64_t off_of(const void *p)
+{
+	return ((const uint64_t *)p)[-2] ^ ((uint64_t)(uintptr_t)p * real.mix);
+}
+
+/* The full check; free's fast path does only its first half. */
+static inline int tagged(const void *p)
+{
+	if (((const uint64_t *)p)[-1] != real.secret)
+		return 0;
+	uint64_t off = off_of(p);
+	return off >= HDR && off <= (1ull << 40) && !(off & (off - 1));
+}
+
+static inline void *raw_of(void *p) { return (char *)p - off_of(p); }
+
+static void *tag(void *raw, uint64_t off)
+{
+	uint64_t *p = (uint64_t *)((char *)raw + off);
+	p[-2] = off ^ ((uint64_t)(uintptr_t)p * real.mix);
+	p[-1] = real.secret;
+	return p;
+}
+
+static void untag_and_free(void *p)
+{
+	void *raw = raw_of(p);
+	((uint64_t *)p)[-1] = 0;
+	real.free(raw);
+}
+
+static COLD void *sampled_malloc(size_t n, int func, int zero)
+{
+	if (n > SIZE_MAX - HDR) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	void *raw = zero ? real.calloc(1, n + HDR) : real.malloc(n + HDR);
+	if (!raw)
+		return NULL;
+	void *p = tag(raw, HDR);
+	record_alloc(p, n, func);
+	return p;
+}
+
+/* glibc 2.36 semantics: memalign and aligned_alloc round a non-power-of-two alignment up. */
+static COLD void *sampled_aligned(size_t align, size_t n, int func)
+{
+	size_t a = 16;
+	while (a < align && a <= SIZE_MAX / 4)
+		a <<= 1;
+	if (a < align || n > SIZE_MAX - a)
+		return NULL; /* only reached for sizes libc rejects too; caller retries with libc */
+	void *raw = real.memalign(a, n + a);
+	if (!raw)
+		return NULL;
+	void *p = tag(raw, a);
+	record_alloc(p, n, func);
+	return p;
+}
+
+static void free_sampled(void *p)
+{
+	if (in_boot(p))
+		return;
+	if (!tagged(p)) { /* p[-1] matched by accident: an ordinary block */
+		real.free(p);
+		return;
+	}
+	record_free(p);
+	untag_and_free(p);
+}
+
+/* ---- the hooks ---- */
+
+EXPORT HOT void *malloc(size_t n)
+{
+	if (likely(!sample_now(n)))
+		return real.malloc(n);
+	return sampled_malloc(n, HL_FUNC_MALLOC, 0);
+}
+
+EXPORT HOT void free(void *p)
+{
+	if (unlikely(p && ((uint64_t *)p)[-1] == real.secret)) {
+		free_sampled(p);
+		return;
+	}
+	real.free(p);
+}
+
+EXPORT void *calloc(size_t k, size_t n)
+{
+	size_t t;
+	if (unlikely(__builtin_mul_overflow(k, n, &t))) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (likely(!sample_now(t)))
+		return real.calloc(k, n);
+	return sampled_malloc(t, HL_FUNC_CALLOC, 1);
+}
+
+static size_t sampled_size(void *p)
+{
+	void *raw = raw_of(p);
+	if (in_boot(p))
+		return ((uint64_t *)p)[-3];
+	return real.usable(raw) - (size_t)((char *)p - (char *)raw);
+}
+
+static void *do_realloc(void *p, size_t n, int func)
+{
+	if (!p) {
+		if (likely(!sample_now(n)))
+			return real.malloc(n);
+		return sampled_malloc(n, func, 0);
+	}
+	int old = tagged(p);
+	if (n == 0 && !in_boot(p)) { /* glibc frees and returns NULL */
+		if (!old)
+			return real.realloc(p, 0);
+		record_free(p);
+		((uint64_t *)p)[-1] = 0;
+		return real.realloc(raw_of(p), 0);
+	}
+	int new = sample_now(n);
+	if (likely(!old && !new))
+		return real.realloc(p, n);
+	if (!old) { /* plain -> sampled */
+		size_t have = real.usable(p);
+		void *q = sampled_malloc(n, func, 0);
+		if (q) {
+			memcpy(q, p, have < n ? have : n);
+			real.free(p);
+		}
+		return q;
+	}
+	size_t have = sampled_size(p);
+	if (new && !in_boot(p) && off_of(p) == HDR && n <= SIZE_MAX - HDR) {
+		/* sampled -> sampled: record the free first, as the old address may be reused at once */
+		record_free(p);
+		void *raw = real.realloc(raw_of(p), n + HDR);
+		if (!raw) {
+			record_alloc(p, have, func); /* the old block lives on */
+			return NULL;
+		}
+		void *q = tag(raw, HDR);
+		record_alloc(q, n, func);
+		return q;
+	}
+	/* sampled (or bootstrap, or over-aligned) -> new block */
+	void *q = new ? sampled_malloc(n, func, 0) : real.malloc(n);
+	if (!q)
+		return NULL;
+	memcpy(q, p, have < n ? have : n);
+	free_sampled(p);
+	return q;
+}
+
+EXPORT void *realloc(void *p, size_t n) { return do_realloc(p, n, HL_FUNC_REALLOC); }
+
+EXPORT void *reallocarray(void *p, size_t k, size_t n)
+{
+	size_t t;
+	if (__builtin_mul_overflow(k, n, &t)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return do_realloc(p, t, HL_FUNC_REALLOCARRAY);
+}
+
+static int pow2(size_t a) { return a && !(a & (a - 1)); }
+
+EXPORT int posix_memalign(void **r, size_t align, size_t n)
+{
+	if (likely(!sample_now(n)) || align % sizeof(void *) || !pow2(align))
+		return real.posix_memalign(r, align, n);
+	void *p = sampled_aligned(align, n, HL_FUNC_POSIX_MEMALIGN);
+	if (!p)
+		return real.posix_memalign(r, align, n);
+	*r = p;
+	return 0;
+}
+
+EXPORT void *aligned_alloc(size_t align, size_t n)
+{
+	void *p;
+	if (likely(!sample_now(n)) || align > SIZE_MAX / 2 + 1 || !(p = sampled_aligned(align, n, HL_FUNC_ALIGNED_ALLOC)))
+		return real.aligned_alloc(align, n);
+	return p;
+}
+
+EXPORT void *memalign(size_t align, size_t n)
+{
+	void *p;
+	if (likely(!sample_now(n)) || align > SIZE_MAX / 2 + 1 || !(p = sampled_aligned(align, n, HL_FUNC_MEMALIGN)))
+		return real.memalign(align, n);
+	return p;
+}
+
+EXPORT void *valloc(size_t n)
+{
+	void *p;
+	if (likely(!sample_now(n)) || !(p = sampled_aligned((size_t)sysconf(_SC_PAGESIZE), n, HL_FUNC_VALLOC)))
+		return real.valloc(n);
+	return p;
+}
+
+EXPORT void *pvalloc(size_t n)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), r;
+	void *p;
+	if (n > SIZE_MAX - page)
+		return real.pvalloc(n);
+	r = n ? (n + page - 1) & ~(page - 1) : page;
+	if (likely(!sample_now(r)) || !(p = sampled_aligned(page, r, HL_FUNC_PVALLOC)))
+		return real.pvalloc(n);
+	return p;
+}
+
+EXPORT size_t malloc_usable_size(void *p)
+{
+	if (p && tagged(p))
+		return sampled_size(p);
+	return real.usable(p);
+}

@@ -1,0 +1,88 @@
+/*
+ * heaplens ring: the layout of the shared-memory ring that libheaplens.so
+ * writes and internal/ring (Go) reads. docs/ring-format.md is the one
+ * definition; this header and internal/ring/format.go mirror it.
+ * Little-endian x86_64; every field is naturally aligned.
+ */
+#ifndef HEAPLENS_RING_H
+#define HEAPLENS_RING_H
+
+#include <stdint.h>
+
+#define HL_RING_MAGIC 0x31304749524c4845ull /* "EHLRIG01" read as bytes */
+#define HL_RING_VERSION 1u
+#define HL_RING_HEADER_SIZE 4096u
+
+/* Header flags. */
+#define HL_FLAG_INIT_DONE 1u /* the initial MODULE records are in the ring */
+#define HL_FLAG_FORKED 2u    /* created in a fork child; parent_* name the parent's ring */
+
+struct hl_ring_header {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t header_size;
+	uint64_t data_size; /* power of two, bytes */
+	int64_t pid;
+	int64_t ppid;
+	int64_t start_mono_ns; /* CLOCK_MONOTONIC */
+	int64_t start_real_ns; /* CLOCK_REALTIME */
+	uint64_t rate;
+	uint32_t flags; /* HL_FLAG_*, set with release stores */
+	uint32_t seq;   /* this ring is HEAPLENS_DIR/ring.<pid>.<seq> */
+	int64_t parent_pid;
+	uint32_t parent_seq;
+	uint32_t cmdline_len; /* bytes used in cmdline */
+	uint32_t exe_len;
+	uint8_t pad0[128 - 92];
+
+	uint64_t head; /* producers: bytes reserved so far (CAS) */
+	uint8_t pad1[56];
+	uint64_t tail; /* consumer: bytes consumed and zeroed so far */
+	uint8_t pad2[56];
+
+	uint64_t dropped_alloc; /* sampled allocations not recorded (ring full) */
+	uint64_t dropped_free;  /* frees of sampled blocks not recorded */
+	uint64_t dropped_other; /* MODULE records not recorded */
+	uint64_t truncated_stacks; /* stacks cut at HL_MAX_FRAMES */
+	uint8_t pad3[1024 - 288];
+
+	char cmdline[2048]; /* /proc/self/cmdline: NUL-separated, possibly cut */
+	char exe[1024];     /* readlink(/proc/self/exe) */
+};
+
+/*
+ * Records start 8-byte aligned and are a multiple of 8 bytes long; they may
+ * wrap around the end of the data area word by word. Word 0 is the header,
+ * written last with a release store: until then it reads 0.
+ *   bits  0..31 length in bytes, including the header word
+ *   bits 32..39 record type (HL_REC_*)
+ *   bits 40..47 function (HL_FUNC_*) for ALLOC, 0 otherwise
+ *   bits 48..63 count: frames for ALLOC, segments for MODULE
+ */
+#define HL_REC_ALLOC 1u  /* time, addr, size, tid|flags<<32, frames[count] (leaf first) */
+#define HL_REC_FREE 2u   /* time, addr, tid */
+#define HL_REC_MODULE 3u /* time, load bias, path length, segments[count] {vaddr, memsz, offset, flags}, path */
+
+#define HL_ALLOC_TRUNCATED 1u /* flags: the stack was cut at HL_MAX_FRAMES */
+
+#define HL_MAX_FRAMES 1024
+#define HL_MAX_SEGMENTS 16
+
+enum hl_func {
+	HL_FUNC_MALLOC = 1,
+	HL_FUNC_CALLOC,
+	HL_FUNC_REALLOC,
+	HL_FUNC_REALLOCARRAY,
+	HL_FUNC_POSIX_MEMALIGN,
+	HL_FUNC_ALIGNED_ALLOC,
+	HL_FUNC_MEMALIGN,
+	HL_FUNC_VALLOC,
+	HL_FUNC_PVALLOC,
+};
+
+static inline uint64_t hl_rec_header(uint32_t len, uint32_t type, uint32_t func, uint32_t count)
+{
+	return (uint64_t)len | (uint64_t)type << 32 | (uint64_t)func << 40 | (uint64_t)count << 48;
+}
+
+#endif

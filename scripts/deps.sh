@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what building and testing heaplens needs on a fresh Debian machine
+# of this project's kind. Idempotent: it only installs what is missing.
+set -euo pipefail
+
+need=()
+have() { command -v "$1" >/dev/null 2>&1; }
+have gcc || need+=(gcc)
+have g++ || need+=(g++)
+have make || need+=(make)
+have addr2line || need+=(binutils)
+have valgrind || need+=(valgrind)
+[ -e /usr/lib/x86_64-linux-gnu/libc.a ] || need+=(libc6-dev) # the static-binary test links with -static
+
+if [ ${#need[@]} -gt 0 ]; then
+	echo "deps: installing ${need[*]}" >&2
+	sudo=""
+	[ "$(id -u)" -eq 0 ] || sudo="sudo"
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+if ! have go; then
+	echo "deps: Go is required (https://go.dev/dl); this machine kind ships it in /usr/local/go" >&2
+	exit 1
+fi
+go mod download

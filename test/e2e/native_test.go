@@ -1,0 +1,107 @@
+package e2e
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heaplens/heaplens/internal/heap"
+)
+
+// The leaky workload's sites (test/workloads/leaky.c): 4 threads each.
+const (
+	leakyThreads    = 4
+	smallN, smallSz = 20000, 256
+	largeN, largeSz = 16, 1 << 20
+	churnN, churnSz = 50000, 4096
+)
+
+// within fails unless got lies within k standard deviations of want, where
+// the deviation is that of the Horvitz–Thompson estimate of count blocks of
+// size bytes sampled at rate.
+func within(t *testing.T, what string, got float64, count int, size uint64, rate uint64, f folded, fn string) {
+	t.Helper()
+	want := float64(count) * float64(size)
+	sd := heap.Stddev(map[uint64]int{size: count}, rate)
+	const k = 4 // 4σ: a false failure about once in 16,000 runs
+	if math.Abs(got-want) > k*sd+1 {
+		t.Errorf("%s: estimated %.0f bytes, want %.0f ± %.0f (4σ at rate %d)\nstacks with %s:\n%s",
+			what, got, want, k*sd, rate, fn, strings.Join(f.stacksWith(fn), "\n"))
+	} else {
+		t.Logf("%s: estimated %.0f, exact %.0f, error %+.2f%% (σ %.2f%%)", what, got, want, 100*(got-want)/want, 100*sd/want)
+	}
+}
+
+func TestKnownSitesSampled(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "leaky.c")
+	const rate = 16 << 10
+	capPath, res := profile(t, dir, []string{"--rate", "16KiB", "--seed", "7"}, bin)
+	if res.code != 0 {
+		t.Fatalf("heaplens run: exit %d\n%s", res.code, res.stderr)
+	}
+	leaks := report(t, capPath, "leaks")
+	allocs := report(t, capPath, "allocs")
+	within(t, "keep_small leaked", leaks.site("keep_small"), leakyThreads*smallN, smallSz, rate, leaks, "keep_small")
+	within(t, "keep_large leaked", leaks.site("keep_large"), leakyThreads*largeN, largeSz, rate, leaks, "keep_large")
+	within(t, "churn allocated", allocs.site("churn"), leakyThreads*churnN, churnSz, rate, allocs, "churn")
+	if v := leaks.site("churn"); v != 0 {
+		t.Errorf("churn is freed at once but leaks shows %.0f bytes: %v", v, leaks.stacksWith("churn"))
+	}
+	if v := leaks.site("grow"); v != 0 {
+		t.Errorf("grow frees its buffer but leaks shows %.0f bytes", v)
+	}
+	if allocs.site("grow") == 0 {
+		t.Errorf("grow reallocs ~32 MiB in all but allocs shows nothing")
+	}
+	// Every stack starts with the process and ends where the program allocates.
+	for stack := range leaks {
+		frames := strings.Split(stack, ";")
+		if !strings.HasPrefix(frames[0], "[") || !strings.Contains(frames[0], " leaky]") {
+			t.Errorf("first frame %q does not name the process as [PID leaky]", frames[0])
+		}
+	}
+	for _, fn := range []string{"keep_small", "keep_large"} {
+		for _, stack := range leaks.stacksWith(fn + " (") {
+			if !strings.Contains(stack, "worker (leaky.c:") || !strings.Contains(stack, fn+" (leaky.c:") {
+				t.Errorf("stack of %s lacks file:line frames down from worker: %s", fn, stack)
+			}
+		}
+	}
+}
+
+func TestRate1IsExact(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "leaky.c")
+	// A ring big enough that nothing is dropped: exactness needs every record.
+	capPath, res := profile(t, dir, []string{"--rate", "1", "--ring-size", "256MiB"}, bin)
+	if res.code != 0 {
+		t.Fatalf("heaplens run: exit %d\n%s", res.code, res.stderr)
+	}
+	leaks := report(t, capPath, "leaks")
+	allocs := report(t, capPath, "allocs")
+	checks := []struct {
+		what string
+		got  float64
+		want float64
+	}{
+		{"keep_small leaked", leaks.site("keep_small"), leakyThreads * smallN * smallSz},
+		{"keep_large leaked", leaks.site("keep_large"), leakyThreads * largeN * largeSz},
+		{"keep_small allocated", allocs.site("keep_small"), leakyThreads * smallN * smallSz},
+		{"churn allocated", allocs.site("churn"), leakyThreads * churnN * churnSz},
+		{"churn leaked", leaks.site("churn"), 0},
+		{"grow leaked", leaks.site("grow"), 0},
+		// realloc from 4 KiB doubling to 4 MiB: 4 KiB·(2^11 − 1) per thread
+		{"grow allocated", allocs.site("grow"), leakyThreads * 4096 * (1<<11 - 1)},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: %.0f bytes, want exactly %.0f", c.what, c.got, c.want)
+		}
+	}
+	text := run(t, time.Minute, heaplensBin(t), "report", capPath, "--view", "leaks", "--format", "text")
+	if !strings.Contains(text.stdout, "dropped") {
+		t.Errorf("text report does not state dropped events:\n%s", text.stdout)
+	}
+}
