@@ -57,10 +57,10 @@ func (s sizeFlag) String() string {
 	if s.v == nil {
 		return ""
 	}
-	return size.Format(*s.v)
+	return size.FormatSize(*s.v)
 }
 func (s sizeFlag) Set(x string) error {
-	v, err := size.Parse(x)
+	v, err := size.ParseSize(x)
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if o.RingSize != 0 && (o.RingSize < 64<<10 || o.RingSize&(o.RingSize-1) != 0) {
-		fmt.Fprintf(stderr, "heaplens run: --ring-size must be a power of two of at least 64KiB, not %s\n", size.Format(o.RingSize))
+		fmt.Fprintf(stderr, "heaplens run: --ring-size must be a power of two of at least 64KiB, not %s\n", size.FormatSize(o.RingSize))
 		return 2
 	}
 	res, err := launch.Run(o)

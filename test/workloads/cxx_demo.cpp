@@ -5,6 +5,7 @@
 // the Rust-named function leaks RUST_N blocks of RUST_SZ bytes.
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -33,10 +34,10 @@ template <typename T> struct Holder {
 
 __attribute__((noinline)) void thrower(int i)
 {
-	std::string *s = new std::string(200, 'x'); // freed by the handler below
+	// Freed by its destructor as the exception unwinds through this frame.
+	std::unique_ptr<std::string> s(new std::string(200, 'x'));
 	if (i % 2 == 0)
 		throw std::runtime_error(std::string(100, 'y')); // allocates as it throws
-	delete s;
 }
 
 __attribute__((noinline)) int throw_many(void)

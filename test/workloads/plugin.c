@@ -4,10 +4,10 @@
 #define PLUGIN_N 200
 #define PLUGIN_SZ 5000
 
-static void *kept[PLUGIN_N];
+void *plugin_kept[PLUGIN_N]; /* external: the compiler must keep the stores and the mallocs */
 
 __attribute__((noinline)) void plugin_leak(void)
 {
 	for (int i = 0; i < PLUGIN_N; i++)
-		kept[i] = malloc(PLUGIN_SZ);
+		plugin_kept[i] = malloc(PLUGIN_SZ);
 }

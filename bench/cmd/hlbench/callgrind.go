@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// CallgrindRow is one instruction count comparison.
+type CallgrindRow struct {
+	Name      string  `json:"name"`
+	Per       string  `json:"per"` // what one unit is: "pair" or "sample"
+	Units     uint64  `json:"units"`
+	Bare      uint64  `json:"ir_bare"`
+	With      uint64  `json:"ir_heaplens"`
+	AddedPer  float64 `json:"added_per_unit"`
+	BarePer   float64 `json:"bare_per_unit"`
+	Collected string  `json:"collected"` // the function whose inclusive cost was counted
+}
+
+// FuncCost is the self cost of one of libheaplens.so's functions.
+type FuncCost struct {
+	Function string  `json:"function"`
+	Ir       uint64  `json:"ir"`
+	PerPair  float64 `json:"ir_per_pair"`
+}
+
+// CallgrindResult gathers the instruction counts.
+type CallgrindResult struct {
+	Rows []CallgrindRow `json:"rows"`
+	// FastPath is where the unsampled fast path spends its instructions
+	// (self cost of libheaplens.so's functions, nothing sampled).
+	FastPath []FuncCost `json:"fast_path"`
+}
+
+func (b *bench) callgrind() (*CallgrindResult, error) {
+	if _, err := exec.LookPath("valgrind"); err != nil {
+		b.warnings = append(b.warnings, "valgrind not found: no instruction counts")
+		return nil, nil
+	}
+	res := &CallgrindResult{}
+	pairsArgs := []string{"128", strconv.Itoa(b.o.cgIters), "1"}
+	// Only the worker loop is counted (--toggle-collect), so the library's
+	// start-up (dlsym, ring creation, module scan) does not leak into the
+	// per-pair numbers.
+	base, _, err := b.callgrindTotal("pairs-bare", "worker", nil, b.pairs, pairsArgs...)
+	if err != nil {
+		return nil, err
+	}
+	variants := []struct {
+		name string
+		env  func(dir string) []string
+	}{
+		{"malloc_pairs 128 B, preloaded inactive", func(string) []string { return []string{"LD_PRELOAD=" + b.lib} }},
+		{"malloc_pairs 128 B, active, nothing sampled (rate 2^40)", func(d string) []string {
+			return []string{"LD_PRELOAD=" + b.lib, "HEAPLENS_DIR=" + d, fmt.Sprintf("HEAPLENS_RATE=%d", uint64(neverRate))}
+		}},
+		{"malloc_pairs 128 B, active, default rate 512 KiB", func(d string) []string {
+			return []string{"LD_PRELOAD=" + b.lib, "HEAPLENS_DIR=" + d, fmt.Sprintf("HEAPLENS_RATE=%d", defaultRate)}
+		}},
+	}
+	for i, v := range variants {
+		dir, err := os.MkdirTemp(b.tmp, "ring-")
+		if err != nil {
+			return nil, err
+		}
+		tot, file, err := b.callgrindTotal(fmt.Sprintf("pairs-%d", i), "worker", v.env(dir), b.pairs, pairsArgs...)
+		os.RemoveAll(dir)
+		if err != nil {
+			return nil, err
+		}
+		res.Rows = append(res.Rows, cgRow(v.name, "pair", uint64(b.o.cgIters), base, tot, "worker"))
+		if i == 1 {
+			if res.FastPath, err = b.libFunctions(file, uint64(b.o.cgIters)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, d := range []int{5, 50} {
+		args := []string{strconv.Itoa(d), strconv.Itoa(b.o.cgDeepN)}
+		base, _, err := b.callgrindTotal(fmt.Sprintf("deep%d-bare", d), "leaf", nil, b.deep, args...)
+		if err != nil {
+			return nil, err
+		}
+		dir, err := os.MkdirTemp(b.tmp, "ring-")
+		if err != nil {
+			return nil, err
+		}
+		tot, _, err := b.callgrindTotal(fmt.Sprintf("deep%d-rate1", d), "leaf",
+			[]string{"LD_PRELOAD=" + b.lib, "HEAPLENS_DIR=" + dir, "HEAPLENS_RATE=1"}, b.deep, args...)
+		os.RemoveAll(dir)
+		if err != nil {
+			return nil, err
+		}
+		res.Rows = append(res.Rows, cgRow(fmt.Sprintf("deep_sample depth %d (%d frames), rate 1", d, d+4), "sample", uint64(b.o.cgDeepN), base, tot, "leaf"))
+	}
+	return res, nil
+}
+
+func cgRow(name, per string, units, bare, with uint64, collected string) CallgrindRow {
+	return CallgrindRow{
+		Name: name, Per: per, Units: units, Bare: bare, With: with, Collected: collected,
+		AddedPer: (float64(with) - float64(bare)) / float64(units),
+		BarePer:  float64(bare) / float64(units),
+	}
+}
+
+// callgrindTotal runs prog under callgrind counting only inside fn and
+// returns the total instruction count and the output file. The environment
+// is given to valgrind itself, which passes it on to the program (the
+// valgrind launcher also loads the preload, harmlessly: only the guest is
+// counted).
+func (b *bench) callgrindTotal(tag, fn string, env []string, prog string, args ...string) (uint64, string, error) {
+	out := filepath.Join(b.tmp, "callgrind."+tag)
+	a := append([]string{"--tool=callgrind", "--toggle-collect=" + fn, "--callgrind-out-file=" + out, prog}, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), b.o.timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "valgrind", a...)
+	cmd.Env = cleanEnv(env)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return 0, "", fmt.Errorf("callgrind %s: %v\n%s", tag, err, msg)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	tot, err := parseCallgrindTotals(f)
+	if err != nil {
+		return 0, "", fmt.Errorf("callgrind %s: %v", tag, err)
+	}
+	return tot, out, nil
+}
+
+// parseCallgrindTotals returns the first event count (Ir) of the
+// "totals:" line of a callgrind output file, or of "summary:" when there
+// is no totals line (both are written; older versions wrote only summary).
+func parseCallgrindTotals(r io.Reader) (uint64, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var summary string
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "totals:"); ok {
+			return firstUint(v)
+		}
+		if v, ok := strings.CutPrefix(line, "summary:"); ok && summary == "" {
+			summary = v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	if summary != "" {
+		return firstUint(summary)
+	}
+	return 0, errors.New("no totals: or summary: line")
+}
+
+func firstUint(s string) (uint64, error) {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return 0, fmt.Errorf("empty count %q", s)
+	}
+	return strconv.ParseUint(f[0], 10, 64)
+}
+
+// libFunctions runs callgrind_annotate on file and keeps libheaplens.so's functions.
+func (b *bench) libFunctions(file string, pairs uint64) ([]FuncCost, error) {
+	out, err := exec.Command("callgrind_annotate", "--threshold=100", file).Output()
+	if err != nil {
+		return nil, fmt.Errorf("callgrind_annotate: %v", err)
+	}
+	fs := parseAnnotate(string(out), "libheaplens.so")
+	for i := range fs {
+		fs[i].PerPair = float64(fs[i].Ir) / float64(pairs)
+	}
+	return fs, nil
+}
+
+// annotateLine matches callgrind_annotate's function lines:
+// "1,400,000 ( 4.52%)  /src/heaplens.c:free [/path/libheaplens.so]".
+var annotateLine = regexp.MustCompile(`^\s*([0-9,]+)\s+\(\s*[0-9.]+%\)\s+(\S.*?)\s+\[(.+)\]\s*$`)
+
+// parseAnnotate returns the functions of callgrind_annotate output whose
+// object path contains obj, with their self instruction counts, in output
+// order (highest first). The function name is the part after "file:".
+func parseAnnotate(text, obj string) []FuncCost {
+	var fs []FuncCost
+	for _, line := range strings.Split(text, "\n") {
+		m := annotateLine.FindStringSubmatch(line)
+		if m == nil || !strings.Contains(m[3], obj) {
+			continue
+		}
+		ir, err := strconv.ParseUint(strings.ReplaceAll(m[1], ",", ""), 10, 64)
+		if err != nil {
+			continue
+		}
+		name := m[2]
+		if i := strings.LastIndex(name, ":"); i >= 0 {
+			name = name[i+1:]
+		}
+		fs = append(fs, FuncCost{Function: name, Ir: ir})
+	}
+	return fs
+}
+
+// ---- the machine ----

@@ -1,0 +1,276 @@
+package main
+
+// These tests cover the harness's pure helpers only. Nothing here times
+// anything: speed goals are measured by the harness, never asserted in a
+// timed test on a shared, noisy machine.
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{
+		{[]float64{3}, 3},
+		{[]float64{5, 1, 3}, 3},
+		{[]float64{4, 1, 3, 2}, 2.5},
+		{[]float64{7, 7, 1, 100, 7}, 7},
+	} {
+		in := append([]float64(nil), c.in...)
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", in, got, c.want)
+		}
+		for i := range in {
+			if in[i] != c.in[i] {
+				t.Errorf("median reordered its input: %v", c.in)
+			}
+		}
+	}
+	if !math.IsNaN(median(nil)) {
+		t.Error("median(nil) is not NaN")
+	}
+}
+
+func TestRotation(t *testing.T) {
+	// Over k rounds every mode must run once in every position.
+	const k = 3
+	seen := map[[2]int]bool{}
+	for i := 0; i < k; i++ {
+		for pos, m := range rotation(k, i) {
+			seen[[2]int{pos, m}] = true
+		}
+	}
+	if len(seen) != k*k {
+		t.Errorf("rotation covers %d of %d (position, mode) pairs", len(seen), k*k)
+	}
+}
+
+func TestParseKV(t *testing.T) {
+	kv := parseKV("ns_per_pair=12.500 min_ns_per_pair=11 wall_ns=125000000 junk x=notanumber")
+	if kv["ns_per_pair"] != 12.5 || kv["min_ns_per_pair"] != 11 || kv["wall_ns"] != 125e6 {
+		t.Errorf("parseKV = %v", kv)
+	}
+	if _, ok := kv["x"]; ok {
+		t.Error("non-numeric value kept")
+	}
+	if got := lastLine("warming up\nns_per_alloc=3\n\n"); got != "ns_per_alloc=3" {
+		t.Errorf("lastLine = %q", got)
+	}
+}
+
+// sampleCallgrind is the head and tail of a real callgrind 3.19 output file.
+const sampleCallgrind = `# callgrind format
+version: 1
+creator: callgrind-3.19.0
+pid: 8256
+cmd:  ./malloc_pairs 128 200000 1
+part: 1
+
+desc: I1 cache: 
+desc: Timerange: Basic block 0 - 6850103
+desc: Trigger: Program termination
+
+positions: line
+events: Ir
+summary: 31003582
+
+ob=(1) /work/main/internal/launch/libheaplens.so
+fl=(1) /work/main/preload/heaplens.c
+fn=(1) malloc
+753 1399999
+cfn=(2) malloc
+calls=200000 0
+753 8200008
+
+totals: 31003582
+`
+
+func TestParseCallgrindTotals(t *testing.T) {
+	got, err := parseCallgrindTotals(strings.NewReader(sampleCallgrind))
+	if err != nil || got != 31003582 {
+		t.Errorf("parseCallgrindTotals = %d, %v; want 31003582", got, err)
+	}
+	// Without a totals line the summary line is used.
+	noTotals := strings.Replace(sampleCallgrind, "totals: 31003582", "", 1)
+	noTotals = strings.Replace(noTotals, "summary: 31003582", "summary: 42 7", 1)
+	if got, err := parseCallgrindTotals(strings.NewReader(noTotals)); err != nil || got != 42 {
+		t.Errorf("summary fallback = %d, %v; want 42", got, err)
+	}
+	if _, err := parseCallgrindTotals(strings.NewReader("events: Ir\n")); err == nil {
+		t.Error("no error for a file without totals")
+	}
+}
+
+// The file is also read from disk once, as the harness does.
+func TestParseCallgrindFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "callgrind.out")
+	if err := os.WriteFile(p, []byte(sampleCallgrind), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if got, err := parseCallgrindTotals(f); err != nil || got != 31003582 {
+		t.Errorf("parseCallgrindTotals(file) = %d, %v", got, err)
+	}
+}
+
+func TestParseAnnotate(t *testing.T) {
+	out := `--------------------------------------------------------------------------------
+Ir                   file:function
+--------------------------------------------------------------------------------
+12,800,000 (41.29%)  ./malloc/./malloc/malloc.c:_int_free [/usr/lib/x86_64-linux-gnu/libc.so.6]
+ 1,400,000 ( 4.52%)  /work/main/preload/heaplens.c:free [/work/main/internal/launch/libheaplens.so]
+ 1,399,999 ( 4.52%)  /work/main/preload/heaplens.c:malloc [/work/main/internal/launch/libheaplens.so]
+        12 ( 0.00%)  ???:malloc.cold [/work/main/internal/launch/libheaplens.so]
+   600,000 ( 1.94%)  ./malloc/./malloc/arena.c:free
+`
+	got := parseAnnotate(out, "libheaplens.so")
+	want := []FuncCost{{Function: "free", Ir: 1400000}, {Function: "malloc", Ir: 1399999}, {Function: "malloc.cold", Ir: 12}}
+	if len(got) != len(want) {
+		t.Fatalf("parseAnnotate = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("parseAnnotate[%d] = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestSampleProb(t *testing.T) {
+	if p := sampleProb(128, 1); p != 1 {
+		t.Errorf("rate 1: %v", p)
+	}
+	// 1 - e^-16 for 8 MiB at 512 KiB: every pair is sampled.
+	if p := sampleProb(8<<20, 512<<10); p < 0.9999998 || p > 1 {
+		t.Errorf("8 MiB: %v", p)
+	}
+	// Small sizes: about size/rate.
+	if p := sampleProb(128, 512<<10); math.Abs(p-128.0/(512<<10)) > 1e-7 {
+		t.Errorf("128 B: %v", p)
+	}
+}
+
+func TestItersFor(t *testing.T) {
+	for _, c := range []struct {
+		ns   float64
+		want uint64
+	}{
+		{10, 40000000}, // 0.4 s / 10 ns
+		{3, 130000000}, // 133.3M rounded to two digits
+		{1e9, 1000},    // floor
+		{0, 1000},      // no measurement
+		{12345, 32000}, // 32402 → 32000
+		{math.NaN(), 1000},
+	} {
+		if got := itersFor(400*time.Millisecond, c.ns); got != c.want {
+			t.Errorf("itersFor(400ms, %v) = %d, want %d", c.ns, got, c.want)
+		}
+	}
+}
+
+func TestPerFrameSlope(t *testing.T) {
+	s := []SampleResult{{Frames: 5, PerSampleNs: 1500}, {Frames: 9, PerSampleNs: 1900}, {Frames: 54, PerSampleNs: 6400}}
+	if got := perFrameSlope(s); math.Abs(got-100) > 1e-9 {
+		t.Errorf("slope = %v, want 100", got)
+	}
+	if !math.IsNaN(perFrameSlope(s[:1])) {
+		t.Error("slope of one point is not NaN")
+	}
+}
+
+func TestSizeLabel(t *testing.T) {
+	for n, want := range map[uint64]string{128: "128 B", 16384: "16 KiB", 1 << 20: "1 MiB", 8 << 20: "8 MiB", 1000: "1000 B"} {
+		if got := sizeLabel(n); got != want {
+			t.Errorf("sizeLabel(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestTable(t *testing.T) {
+	got := table([]string{"config", ">ns"}, [][]string{{"128 B", "7.5"}, {"8 MiB × 2 thr", "12345.0"}})
+	want := "| config        |      ns |\n" +
+		"| ------------- | ------: |\n" +
+		"| 128 B         |     7.5 |\n" +
+		"| 8 MiB × 2 thr | 12345.0 |\n"
+	if got != want {
+		t.Errorf("table:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestCPUModel(t *testing.T) {
+	info := "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n\nprocessor\t: 1\nmodel name\t: AMD EPYC 7B13\n"
+	if got := cpuModel(info); got != "AMD EPYC 7B13" {
+		t.Errorf("cpuModel = %q", got)
+	}
+	if got := cpuModel(""); got != "unknown" {
+		t.Errorf("cpuModel(\"\") = %q", got)
+	}
+}
+
+func TestFormatMarkdown(t *testing.T) {
+	r := Report{
+		Date:    "2026-01-02T03:04:05Z",
+		Machine: Machine{CPUs: 2, CPU: "Test CPU", Kernel: "6.1", Glibc: "glibc 2.36", Go: "go1.26"},
+		Runs:    7,
+		Rate:    512 << 10,
+		Pairs: []PairResult{
+			{Size: 128, Threads: 1, Iters: 1000, Bare: 10, Inactive: 10.5, Heaplens: 11, Added: 1, Ratio: 1.1, InactRatio: 1.05, SampleProb: 0.000244, Budget: 10.9},
+			{Size: 8 << 20, Threads: 2, Variant: "mmap pinned", Iters: 10, Bare: 10000, Heaplens: 11000, Ratio: 1.1, SampleProb: 1, Budget: 12500, Within: true},
+		},
+		Samples:    []SampleResult{{Workload: "deep_sample", Depth: 50, Frames: 54, N: 100, BareNs: []float64{8}, Rate1Ns: []float64{6008}, PerSampleNs: 6000}},
+		PerFrameNs: math.NaN(),
+		Callgrind: &CallgrindResult{
+			Rows:     []CallgrindRow{cgRow("malloc_pairs 128 B, active, nothing sampled", "pair", 100, 14100, 15500, "worker")},
+			FastPath: []FuncCost{{Function: "malloc", Ir: 700, PerPair: 7}},
+		},
+		Notes: []string{"a note"},
+	}
+	md := formatMarkdown(r)
+	for _, want := range []string{
+		"nproc 2 · Test CPU · kernel 6.1 · glibc 2.36",
+		"| 128 B × 1 thr ",
+		"| NO ",
+		"| 8 MiB × 2 thr, mmap pinned ",
+		"| yes ",
+		"deep_sample depth 50",
+		"6.00 |", // µs per sample
+		"14.0 |", // added instructions per pair
+		"- a note",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "Slope") {
+		t.Error("slope printed without enough depths")
+	}
+	// NaN must not make the JSON invalid.
+	js, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]any
+	if err := json.Unmarshal(js, &back); err != nil {
+		t.Fatalf("json does not round-trip: %v", err)
+	}
+}
+
+func TestSlack(t *testing.T) {
+	if got := slack(8<<20, 10000); got != 500 {
+		t.Errorf("8 MiB slack = %v, want 5 %% of bare", got)
+	}
+	if got := slack(128, 10000); got != goalUnsampledNs {
+		t.Errorf("128 B slack = %v, want the unsampled goal", got)
+	}
+}

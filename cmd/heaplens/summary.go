@@ -1,0 +1,24 @@
+package main
+
+import (
+	"errors"
+	"io"
+
+	"github.com/heaplens/heaplens/internal/capture"
+	"github.com/heaplens/heaplens/internal/export"
+	"github.com/heaplens/heaplens/internal/heap"
+	"github.com/heaplens/heaplens/internal/launch"
+)
+
+func printSummary(w io.Writer, res *launch.Result) error {
+	c, err := capture.Load(res.Capture)
+	var corrupt *capture.CorruptError
+	if err != nil && !errors.As(err, &corrupt) {
+		return err
+	}
+	if err := export.Summary(w, c, heap.Allocs(c, heap.Options{}), heap.Leaks(c, heap.Options{}),
+		export.SummaryOptions{Status: res.Status, Capture: res.Capture}); err != nil {
+		return err
+	}
+	return err // a damaged capture is still summarised, then reported
+}

@@ -1,0 +1,506 @@
+package capture
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// full returns one record of every type with every field set to a value
+// that exercises multi-byte varints and negative numbers.
+func full() []any {
+	return []any{
+		&Meta{FormatVersion: 1, HeaplensVersion: "0.1.0-dev", Rate: 512 << 10, StartUnixNano: 1_700_000_000_123_456_789,
+			Command: []string{"python3", "-c", "print('héllo; world')"}, Host: "build-7"},
+		&Process{Stream: 3, PID: 4242, PPID: 1, StartMonoNano: 99_000_000_001, StartUnixNano: -5,
+			Cmdline: []string{"/usr/bin/python3", "app.py", ""}, Exe: "/usr/bin/python3.12"},
+		&Mapping{ID: 7, Stream: 3, Start: 0x7f00_0000_0000, Limit: 0x7f00_0010_0000, Offset: 0x1000,
+			LoadBias: 0x7eff_ffff_f000, File: "/usr/lib/libc.so.6", BuildID: "deadbeef00", TimeNano: 99_000_000_500},
+		&Location{ID: 11, MappingID: 7, Address: 0x7f00_0000_1234, Lines: []Line{
+			{Function: "inlined_helper", File: "/src/a.c", Line: 10},
+			{Function: "outer", File: "", Line: 0},
+			{Function: "neg", File: "x.h", Line: -1},
+		}},
+		&Location{ID: 12, Address: 0xffff_ffff_ffff_ffff},
+		&Stack{ID: 1 << 40, Locations: []uint64{11, 12, 11}},
+		&Stack{ID: 2},
+		&Alloc{Stream: 3, TID: 4243, TimeNano: 99_000_001_000, Addr: 0x5555_0000_0010, Size: 1 << 33, StackID: 1 << 40, Func: FuncPvalloc},
+		&Alloc{Stream: 0xffff_ffff, TID: 0, TimeNano: -1, Addr: 0, Size: 0, StackID: 0, Func: 255},
+		&Free{Stream: 3, TID: 4243, TimeNano: 99_000_002_000, Addr: 0x5555_0000_0010},
+		&End{Stream: 3, TimeNano: 99_100_000_000, ExitCode: -1, Signal: 9, Signaled: true, Known: true, Exec: true,
+			DroppedAllocs: 12, DroppedFrees: 3, LostBytes: 4096},
+		&End{Stream: 4, Known: true, ExitCode: 2},
+	}
+}
+
+// write writes one record of any type.
+func write(t testing.TB, w *Writer, r any) {
+	t.Helper()
+	var err error
+	switch r := r.(type) {
+	case *Meta:
+		err = w.Meta(r)
+	case *Process:
+		err = w.Process(r)
+	case *Mapping:
+		err = w.Mapping(r)
+	case *Location:
+		err = w.Location(r)
+	case *Stack:
+		err = w.Stack(r)
+	case *Alloc:
+		err = w.Alloc(r)
+	case *Free:
+		err = w.Free(r)
+	case *End:
+		err = w.End(r)
+	default:
+		t.Fatalf("unknown record %T", r)
+	}
+	if err != nil {
+		t.Fatalf("writing %T: %v", r, err)
+	}
+}
+
+// recordValue returns the record Next decoded, as the same pointer type
+// the test wrote.
+func recordValue(rec *Record) any {
+	switch rec.Type {
+	case RecMeta:
+		return rec.Meta
+	case RecProcess:
+		return rec.Process
+	case RecMapping:
+		return rec.Mapping
+	case RecLocation:
+		return rec.Location
+	case RecStack:
+		return rec.Stack
+	case RecAlloc:
+		a := rec.Alloc
+		return &a
+	case RecFree:
+		f := rec.Free
+		return &f
+	case RecEnd:
+		return rec.End
+	}
+	return nil
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, r := range full() {
+		t.Run(reflect.TypeOf(r).Elem().Name(), func(t *testing.T) {
+			var buf bytes.Buffer
+			w, err := NewWriter(&buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			write(t, w, r)
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			rd, err := NewReader(&buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, err := rd.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := recordValue(rec); !reflect.DeepEqual(got, r) {
+				t.Errorf("round trip:\n got %+v\nwant %+v", got, r)
+			}
+			if _, err := rd.Next(); err != io.EOF {
+				t.Errorf("after the only record: err = %v, want io.EOF", err)
+			}
+		})
+	}
+}
+
+// sampleCapture writes a small but realistic capture in several chunks.
+func sampleCapture(t testing.TB) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range full() {
+		write(t, w, r)
+		if i == 4 {
+			w.Flush()
+		}
+	}
+	for i := range 300 {
+		write(t, w, &Alloc{Stream: 3, TID: 7, TimeNano: int64(1000 + i), Addr: 0x1000 + uint64(i)*64, Size: 48, StackID: 2, Func: FuncMalloc})
+		if i%2 == 0 {
+			write(t, w, &Free{Stream: 3, TID: 7, TimeNano: int64(1000 + i), Addr: 0x1000 + uint64(i)*64})
+		}
+		if i%100 == 99 {
+			if err := w.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestLoad(t *testing.T) {
+	data := sampleCapture(t)
+	path := filepath.Join(t.TempDir(), "x.heaplens")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := full()
+	if !reflect.DeepEqual(&c.Meta, recs[0]) {
+		t.Errorf("Meta = %+v", c.Meta)
+	}
+	if len(c.Processes) != 1 || c.Processes[0].PID != 4242 {
+		t.Errorf("Processes = %+v", c.Processes)
+	}
+	if len(c.Mappings) != 1 || len(c.Locations) != 2 || len(c.Stacks) != 2 || len(c.Ends) != 2 {
+		t.Errorf("maps: %d mappings, %d locations, %d stacks, %d ends", len(c.Mappings), len(c.Locations), len(c.Stacks), len(c.Ends))
+	}
+	if len(c.Allocs) != 302 || len(c.Frees) != 151 || len(c.FreeOrder) != 151 {
+		t.Errorf("%d allocs, %d frees, %d free orders", len(c.Allocs), len(c.Frees), len(c.FreeOrder))
+	}
+	// The Free from full() follows its two Allocs; the first loop Free
+	// follows the first loop Alloc.
+	if c.FreeOrder[0] != 2 || c.FreeOrder[1] != 3 || c.FreeOrder[2] != 5 {
+		t.Errorf("FreeOrder starts %v, want [2 3 5 ...]", c.FreeOrder[:3])
+	}
+	want := []string{
+		"1 allocs name an unknown stream (e.g. alloc 1, stream 4294967295)",
+		"1 end records name an unknown stream (e.g. stream 4)",
+	}
+	if got := c.Check(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Check() = %q, want %q", got, want)
+	}
+}
+
+func TestHeaderErrors(t *testing.T) {
+	hdr := func(magic string, version, flags uint32) []byte {
+		b := []byte(magic)
+		b = binary.LittleEndian.AppendUint32(b, version)
+		return binary.LittleEndian.AppendUint32(b, flags)
+	}
+	tests := []struct {
+		name    string
+		data    []byte
+		want    string
+		corrupt bool
+	}{
+		{"wrong magic", hdr("HEAPLENZ", 1, 0), "not a heaplens capture", false},
+		{"text file", []byte("hello world, this is text"), "not a heaplens capture", false},
+		{"newer version", hdr(Magic, 2, 0), "capture format version 2 is newer than this heaplens supports (1)", false},
+		{"version 0", hdr(Magic, 0, 0), "not a heaplens capture", false},
+		{"flags", hdr(Magic, 1, 4), "header flags 0x4", false},
+		{"empty", nil, "file ends after 0 of 16 header bytes", true},
+		{"half header", hdr(Magic, 1, 0)[:11], "file ends after 11 of 16 header bytes", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewReader(bytes.NewReader(tt.data))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
+			}
+			var ce *CorruptError
+			if errors.As(err, &ce) != tt.corrupt {
+				t.Errorf("CorruptError = %v, want %v", errors.As(err, &ce), tt.corrupt)
+			}
+		})
+	}
+}
+
+// rawChunk frames an uncompressed payload as a chunk.
+func rawChunk(payload []byte) []byte {
+	enc, _ := zstd.NewWriter(nil)
+	comp := enc.EncodeAll(payload, nil)
+	b := binary.LittleEndian.AppendUint32(nil, uint32(len(comp)))
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(comp, castagnoli))
+	return append(b, comp...)
+}
+
+func rawRecord(t RecordType, body []byte) []byte {
+	b := []byte{byte(t)}
+	b = binary.AppendUvarint(b, uint64(len(body)))
+	return append(b, body...)
+}
+
+func TestUnknownRecordsAndAppendedFields(t *testing.T) {
+	var buf bytes.Buffer
+	w, _ := NewWriter(&buf)
+	w.Close()
+	free := &Free{Stream: 1, TID: 2, TimeNano: 3, Addr: 4}
+	// A Free with two extra fields a newer writer appended.
+	body := appendFree(nil, free)
+	body = binary.AppendUvarint(body, 99)
+	body = appendString(body, "future")
+	var payload []byte
+	payload = append(payload, rawRecord(200, []byte("some future record"))...)
+	payload = append(payload, rawRecord(0, nil)...)
+	payload = append(payload, rawRecord(RecFree, body)...)
+	payload = append(payload, rawRecord(201, nil)...)
+	buf.Write(rawChunk(payload))
+	c, err := ReadAll(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Skipped != 3 {
+		t.Errorf("Skipped = %d, want 3", c.Skipped)
+	}
+	if len(c.Frees) != 1 || c.Frees[0] != *free {
+		t.Errorf("Frees = %+v, want [%+v]", c.Frees, *free)
+	}
+}
+
+func TestBadRecords(t *testing.T) {
+	good := rawRecord(RecFree, appendFree(nil, &Free{Stream: 1, Addr: 5}))
+	tests := []struct {
+		name string
+		rec  []byte
+		want string
+	}{
+		{"short body", rawRecord(RecAlloc, []byte{1, 2}), "body too short"},
+		{"length past payload", []byte{byte(RecFree), 50, 1}, "exceeds limit or remaining"},
+		{"huge length", append([]byte{byte(RecFree)}, binary.AppendUvarint(nil, 1<<40)...), "exceeds limit"},
+		{"bad varint", []byte{byte(RecFree), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, "malformed body length"},
+		{"zero stack ID", rawRecord(RecStack, []byte{0, 0}), "ID 0 is reserved"},
+		{"huge count", rawRecord(RecStack, append([]byte{1}, binary.AppendUvarint(nil, 1<<50)...)), "count exceeds"},
+		{"u8 overflow", rawRecord(RecAlloc, []byte{1, 1, 1, 1, 1, 1, 0x80, 0x02}), "out of range"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			w, _ := NewWriter(&buf)
+			w.Free(&Free{Stream: 1, Addr: 1})
+			w.Close()
+			buf.Write(rawChunk(append(append([]byte{}, good...), tt.rec...)))
+			c, err := ReadAll(&buf)
+			var ce *CorruptError
+			if !errors.As(err, &ce) || ce.Kind != BadRecord {
+				t.Fatalf("err = %v, want a BadRecord CorruptError", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want it to contain %q", err, tt.want)
+			}
+			if ce.Chunk != 1 || ce.ChunksRead != 1 || ce.Offset <= HeaderSize {
+				t.Errorf("chunk %d, read %d, offset %d; want chunk 1, 1 read, offset past the first chunk", ce.Chunk, ce.ChunksRead, ce.Offset)
+			}
+			// Both good records survive: the first chunk's and the one
+			// before the bad record.
+			if len(c.Frees) != 2 {
+				t.Errorf("%d frees survived, want 2", len(c.Frees))
+			}
+		})
+	}
+}
+
+// chunkStarts returns the file offset of every chunk and the file length.
+func chunkStarts(data []byte) []int {
+	var starts []int
+	for off := HeaderSize; off < len(data); {
+		starts = append(starts, off)
+		off += chunkHeaderSize + int(binary.LittleEndian.Uint32(data[off:]))
+	}
+	return append(starts, len(data))
+}
+
+// TestTruncateEverywhere cuts a capture at every byte: the reader returns
+// exactly the complete chunks before the cut and a Truncated error.
+func TestTruncateEverywhere(t *testing.T) {
+	data := sampleCapture(t)
+	full, err := ReadAll(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := chunkStarts(data)
+	if len(starts) < 4 {
+		t.Fatalf("sample capture has only %d chunks", len(starts)-1)
+	}
+	for cut := 0; cut < len(data); cut++ {
+		c, err := ReadAll(bytes.NewReader(data[:cut]))
+		var ce *CorruptError
+		if !errors.As(err, &ce) {
+			if cut >= HeaderSize && slicesContains(starts, cut) && err == nil {
+				continue // cut on a chunk boundary: a shorter but valid capture
+			}
+			t.Fatalf("cut at %d: err = %v, want a CorruptError", cut, err)
+		}
+		if ce.Kind != Truncated {
+			t.Fatalf("cut at %d: kind %v, want truncated", cut, ce.Kind)
+		}
+		if c == nil {
+			t.Fatalf("cut at %d: nil capture", cut)
+		}
+		// Chunks entirely before the cut are all read.
+		n := 0
+		for i := 0; i+1 < len(starts) && starts[i+1] <= cut; i++ {
+			n++
+		}
+		if ce.ChunksRead != n || (cut >= HeaderSize && ce.Chunk != n) {
+			t.Fatalf("cut at %d: ChunksRead %d, Chunk %d; want %d", cut, ce.ChunksRead, ce.Chunk, n)
+		}
+		if cut >= HeaderSize && ce.Offset != int64(starts[n]) {
+			t.Fatalf("cut at %d: Offset %d, want %d", cut, ce.Offset, starts[n])
+		}
+		if len(c.Allocs) > len(full.Allocs) || (len(c.Allocs) > 0 && !reflect.DeepEqual(c.Allocs, full.Allocs[:len(c.Allocs)])) {
+			t.Fatalf("cut at %d: allocs are not a prefix of the full capture's", cut)
+		}
+	}
+}
+
+func slicesContains(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// TestFlipBytes damages one byte at many offsets: the reader never panics
+// and reports damage in the chunk that holds the byte (or earlier).
+func TestFlipBytes(t *testing.T) {
+	data := sampleCapture(t)
+	starts := chunkStarts(data)
+	for off := HeaderSize; off < len(data); off++ {
+		for _, mask := range []byte{0x01, 0x80, 0xff} {
+			bad := append([]byte{}, data...)
+			bad[off] ^= mask
+			c, err := ReadAll(bytes.NewReader(bad))
+			var ce *CorruptError
+			if !errors.As(err, &ce) {
+				t.Fatalf("flip %#x at %d: err = %v, want a CorruptError", mask, off, err)
+			}
+			chunk := 0
+			for starts[chunk+1] <= off {
+				chunk++
+			}
+			if ce.Chunk > chunk || c == nil {
+				t.Fatalf("flip %#x at %d (chunk %d): reported chunk %d (%v)", mask, off, chunk, ce.Chunk, err)
+			}
+		}
+	}
+}
+
+func FuzzReadAll(f *testing.F) {
+	data := sampleCapture(f)
+	f.Add(data)
+	f.Add(data[:HeaderSize])
+	f.Add(data[:len(data)/2])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ReadAll(bytes.NewReader(data))
+		var ce *CorruptError
+		if err != nil && !errors.As(err, &ce) && c != nil {
+			t.Fatalf("non-corrupt error %v with a capture", err)
+		}
+		if c != nil {
+			c.Check()
+		}
+	})
+}
+
+func TestWriterAutoFlush(t *testing.T) {
+	var buf bytes.Buffer
+	w, _ := NewWriter(&buf)
+	a := &Alloc{Stream: 1, TID: 1, Size: 100, StackID: 1, Func: FuncMalloc}
+	for i := range 200_000 {
+		a.TimeNano = int64(i) * 1000
+		a.Addr = 0x7f0000000000 + uint64(i)*112
+		if err := w.Alloc(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if buf.Len() <= HeaderSize {
+		t.Fatal("no chunk written before Close: auto-flush did not happen")
+	}
+	w.Close()
+	if n := len(chunkStarts(buf.Bytes())) - 1; n < 2 {
+		t.Errorf("%d chunks, want several", n)
+	}
+	c, err := ReadAll(&buf)
+	if err != nil || len(c.Allocs) != 200_000 {
+		t.Fatalf("read back %d allocs, err %v", len(c.Allocs), err)
+	}
+}
+
+type failWriter struct{ n int }
+
+func (f *failWriter) Write(p []byte) (int, error) {
+	if f.n--; f.n < 0 {
+		return 0, errors.New("disk full")
+	}
+	return len(p), nil
+}
+
+func TestWriterErrorsStick(t *testing.T) {
+	w, err := NewWriter(&failWriter{n: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Free(&Free{})
+	if err := w.Flush(); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("Flush err = %v", err)
+	}
+	if err := w.Free(&Free{}); err == nil {
+		t.Error("write after a failed flush succeeded")
+	}
+	if err := w.Stack(&Stack{}); err == nil {
+		t.Error("stack with ID 0 accepted")
+	}
+}
+
+func TestWriterAllocDoesNotAllocate(t *testing.T) {
+	w, _ := NewWriter(io.Discard)
+	a := &Alloc{Stream: 1, TID: 2, TimeNano: 3, Addr: 4, Size: 5, StackID: 6, Func: 1}
+	f := &Free{Stream: 1, TID: 2, TimeNano: 3, Addr: 4}
+	w.Alloc(a) // warm the buffers
+	if n := testing.AllocsPerRun(1000, func() { w.Alloc(a); w.Free(f) }); n != 0 {
+		t.Errorf("Alloc+Free allocate %v times per call", n)
+	}
+}
+
+// FuzzRecords fuzzes the record decoder: the payload is framed in a valid
+// chunk, so mutations reach record parsing instead of stopping at the CRC.
+func FuzzRecords(f *testing.F) {
+	for _, r := range full() {
+		var buf bytes.Buffer
+		w, _ := NewWriter(&buf)
+		write(f, w, r)
+		f.Add(w.pending)
+		w.Close()
+	}
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		var buf bytes.Buffer
+		w, _ := NewWriter(&buf)
+		w.Close()
+		buf.Write(rawChunk(payload))
+		c, err := ReadAll(&buf)
+		var ce *CorruptError
+		if err != nil && (!errors.As(err, &ce) || ce.Kind != BadRecord) {
+			t.Fatalf("err = %v, want nil or a BadRecord CorruptError", err)
+		}
+		if c == nil {
+			t.Fatal("nil capture")
+		}
+		c.Check()
+	})
+}

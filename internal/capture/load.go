@@ -1,0 +1,219 @@
+package capture
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"sort"
+)
+
+// Capture is a whole capture in memory, as Load returns it.
+type Capture struct {
+	Meta      Meta
+	Processes []*Process // by order of appearance
+	Mappings  map[uint64]*Mapping
+	Locations map[uint64]*Location
+	Stacks    map[uint64]*Stack
+	Allocs    []Alloc         // file order
+	Frees     []Free          // file order
+	Ends      map[uint32]*End // by stream
+
+	// FreeOrder keeps the file order between Allocs and Frees, which the
+	// two slices alone lose: Frees[i] came after Allocs[:FreeOrder[i]] and
+	// before Allocs[FreeOrder[i]:]. Views that replay events use it to
+	// break timestamp ties. It may be nil in captures built by hand.
+	FreeOrder []int
+
+	// Skipped counts records of unknown type (written by a newer heaplens).
+	Skipped int
+	// Duplicates counts records ignored because an earlier record had the
+	// same ID (Meta: any second Meta; Process and End: same Stream).
+	Duplicates int
+}
+
+// NewCapture returns an empty Capture with its maps allocated.
+func NewCapture() *Capture {
+	return &Capture{
+		Mappings:  make(map[uint64]*Mapping),
+		Locations: make(map[uint64]*Location),
+		Stacks:    make(map[uint64]*Stack),
+		Ends:      make(map[uint32]*End),
+	}
+}
+
+// Load reads the capture file at path. On a damaged file it returns
+// everything read before the damage together with a *CorruptError, so
+// callers can report what is missing and still use the rest.
+func Load(path string) (*Capture, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("capture: %w", err)
+	}
+	defer f.Close()
+	c, err := ReadAll(bufio.NewReaderSize(f, 1<<20))
+	if ce, ok := err.(*CorruptError); ok {
+		ce.Path = path
+		return c, ce
+	}
+	if err != nil {
+		return c, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ReadAll reads a capture stream to its end, like Load. The returned
+// Capture is non-nil whenever the header was valid or truncated.
+func ReadAll(r io.Reader) (*Capture, error) {
+	rd, err := NewReader(r)
+	if err != nil {
+		var ce *CorruptError
+		if errors.As(err, &ce) {
+			return NewCapture(), err
+		}
+		return nil, err
+	}
+	c := NewCapture()
+	haveMeta := false
+	streams := make(map[uint32]bool)
+	for {
+		rec, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			c.Skipped = rd.Skipped()
+			return c, err
+		}
+		switch rec.Type {
+		case RecMeta:
+			if haveMeta {
+				c.Duplicates++
+				continue
+			}
+			haveMeta = true
+			c.Meta = *rec.Meta
+		case RecProcess:
+			if streams[rec.Process.Stream] {
+				c.Duplicates++
+				continue
+			}
+			streams[rec.Process.Stream] = true
+			c.Processes = append(c.Processes, rec.Process)
+		case RecMapping:
+			if _, dup := c.Mappings[rec.Mapping.ID]; dup {
+				c.Duplicates++
+				continue
+			}
+			c.Mappings[rec.Mapping.ID] = rec.Mapping
+		case RecLocation:
+			if _, dup := c.Locations[rec.Location.ID]; dup {
+				c.Duplicates++
+				continue
+			}
+			c.Locations[rec.Location.ID] = rec.Location
+		case RecStack:
+			if _, dup := c.Stacks[rec.Stack.ID]; dup {
+				c.Duplicates++
+				continue
+			}
+			c.Stacks[rec.Stack.ID] = rec.Stack
+		case RecAlloc:
+			c.Allocs = append(c.Allocs, rec.Alloc)
+		case RecFree:
+			c.Frees = append(c.Frees, rec.Free)
+			c.FreeOrder = append(c.FreeOrder, len(c.Allocs))
+		case RecEnd:
+			if _, dup := c.Ends[rec.End.Stream]; dup {
+				c.Duplicates++
+				continue
+			}
+			c.Ends[rec.End.Stream] = rec.End
+		}
+	}
+	c.Skipped = rd.Skipped()
+	return c, nil
+}
+
+// Process returns the process of a stream, or nil.
+func (c *Capture) Process(stream uint32) *Process {
+	for _, p := range c.Processes {
+		if p.Stream == stream {
+			return p
+		}
+	}
+	return nil
+}
+
+// Check lists dangling references: records that name a stream, mapping,
+// location or stack the capture does not contain. The agent never writes
+// them, but a damaged or truncated capture can hold them; reports then show
+// placeholders instead of failing. Each kind of problem is one line with a
+// count and an example.
+func (c *Capture) Check() []string {
+	streams := make(map[uint32]bool, len(c.Processes))
+	for _, p := range c.Processes {
+		streams[p.Stream] = true
+	}
+	type problem struct {
+		n       int
+		example string
+	}
+	probs := make(map[string]*problem)
+	note := func(what, example string) {
+		p := probs[what]
+		if p == nil {
+			p = &problem{example: example}
+			probs[what] = p
+		}
+		p.n++
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.Mappings)) {
+		m := c.Mappings[id]
+		if !streams[m.Stream] {
+			note("mappings name an unknown stream", fmt.Sprintf("mapping %d, stream %d", m.ID, m.Stream))
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.Locations)) {
+		l := c.Locations[id]
+		if l.MappingID != 0 && c.Mappings[l.MappingID] == nil {
+			note("locations name an unknown mapping", fmt.Sprintf("location %d, mapping %d", l.ID, l.MappingID))
+		}
+	}
+	for _, sid := range slices.Sorted(maps.Keys(c.Stacks)) {
+		s := c.Stacks[sid]
+		for _, id := range s.Locations {
+			if c.Locations[id] == nil {
+				note("stacks name an unknown location", fmt.Sprintf("stack %d, location %d", s.ID, id))
+			}
+		}
+	}
+	for i := range c.Allocs {
+		a := &c.Allocs[i]
+		if a.StackID != 0 && c.Stacks[a.StackID] == nil {
+			note("allocs name an unknown stack", fmt.Sprintf("alloc %d, stack %d", i, a.StackID))
+		}
+		if !streams[a.Stream] {
+			note("allocs name an unknown stream", fmt.Sprintf("alloc %d, stream %d", i, a.Stream))
+		}
+	}
+	for i := range c.Frees {
+		if !streams[c.Frees[i].Stream] {
+			note("frees name an unknown stream", fmt.Sprintf("free %d, stream %d", i, c.Frees[i].Stream))
+		}
+	}
+	for _, s := range slices.Sorted(maps.Keys(c.Ends)) {
+		if !streams[s] {
+			note("end records name an unknown stream", fmt.Sprintf("stream %d", s))
+		}
+	}
+	out := make([]string, 0, len(probs))
+	for what, p := range probs {
+		out = append(out, fmt.Sprintf("%d %s (e.g. %s)", p.n, what, p.example))
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,329 @@
+package capture
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"slices"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// CorruptKind says what is wrong with a damaged capture.
+type CorruptKind int
+
+// Kinds of damage.
+const (
+	// Truncated: the file ends inside the header, a chunk header or a chunk
+	// payload. This is what a killed agent leaves behind.
+	Truncated CorruptKind = iota + 1
+	// BadChunkLength: a chunk length is 0 or over MaxChunkPayload.
+	BadChunkLength
+	// CRCMismatch: a chunk payload does not match its CRC-32C.
+	CRCMismatch
+	// BadZstd: a chunk payload passed its CRC but is not valid zstd data,
+	// or decompresses to more than MaxChunkPayload bytes.
+	BadZstd
+	// BadRecord: a decompressed record is malformed.
+	BadRecord
+)
+
+// String names the kind of damage as error messages show it.
+func (k CorruptKind) String() string {
+	switch k {
+	case Truncated:
+		return "truncated"
+	case BadChunkLength:
+		return "bad chunk length"
+	case CRCMismatch:
+		return "CRC mismatch"
+	case BadZstd:
+		return "bad zstd data"
+	case BadRecord:
+		return "bad record"
+	}
+	return fmt.Sprintf("CorruptKind(%d)", int(k))
+}
+
+// A CorruptError reports where and how a capture is damaged. Everything
+// before the damage was read; nothing after it is.
+type CorruptError struct {
+	Path       string      // file name, when known
+	Offset     int64       // file offset of the damaged chunk (or of the header)
+	Chunk      int         // index of the damaged chunk, -1 for the file header
+	Kind       CorruptKind // what is wrong
+	ChunksRead int         // complete chunks read before the damage
+	Err        error       // details
+}
+
+func (e *CorruptError) Error() string {
+	where := fmt.Sprintf("chunk %d at byte %d", e.Chunk, e.Offset)
+	if e.Chunk < 0 {
+		where = "file header"
+	}
+	name := "capture"
+	if e.Path != "" {
+		name = e.Path
+	}
+	return fmt.Sprintf("%s: corrupt %s: %v: %v (%d complete chunks read)", name, where, e.Kind, e.Err, e.ChunksRead)
+}
+
+// Unwrap returns the detail error.
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// Record is one decoded record. Type says which field is set. Pointer
+// fields are freshly allocated and may be kept; Alloc and Free are values
+// overwritten by the next call to Reader.Next, so that the hot records are
+// decoded without allocating.
+type Record struct {
+	Type     RecordType
+	Meta     *Meta
+	Process  *Process
+	Mapping  *Mapping
+	Location *Location
+	Stack    *Stack
+	Alloc    Alloc
+	Free     Free
+	End      *End
+}
+
+// A Reader reads records from a capture stream in file order.
+type Reader struct {
+	r       io.Reader
+	version uint32
+
+	off        int64 // file offset of the next unread byte
+	chunk      int   // index of the chunk in payload (or next to read)
+	chunkOff   int64 // file offset of the chunk in payload
+	chunksRead int   // chunks completely decoded
+	inChunk    bool  // payload holds a chunk whose records are being read
+
+	comp    []byte // compressed payload, reused
+	payload []byte // decompressed payload, reused
+	pos     int    // next record in payload
+
+	rec     Record
+	skipped int
+	err     error
+}
+
+// decoder is shared: DecodeAll is safe for concurrent use and a Decoder
+// holds sizeable buffers.
+var (
+	zdecOnce sync.Once
+	zdec     *zstd.Decoder
+	zdecErr  error
+)
+
+func zstdDecoder() (*zstd.Decoder, error) {
+	zdecOnce.Do(func() {
+		zdec, zdecErr = zstd.NewReader(nil,
+			zstd.WithDecoderMaxMemory(MaxChunkPayload),
+			zstd.WithDecoderMaxWindow(MaxChunkPayload))
+	})
+	return zdec, zdecErr
+}
+
+// NewReader reads and checks the file header. A stream that does not start
+// with the magic is "not a heaplens capture"; a newer format version is
+// refused with an error naming both versions. A stream that ends inside the
+// header returns a *CorruptError.
+func NewReader(r io.Reader) (*Reader, error) {
+	if _, err := zstdDecoder(); err != nil {
+		return nil, fmt.Errorf("capture: creating zstd decoder: %w", err)
+	}
+	var hdr [HeaderSize]byte
+	n, err := io.ReadFull(r, hdr[:])
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("capture: reading header: %w", err)
+	}
+	m := min(n, len(Magic))
+	if !bytes.Equal(hdr[:m], []byte(Magic[:m])) {
+		return nil, errors.New("not a heaplens capture (bad magic)")
+	}
+	if n < HeaderSize {
+		return nil, &CorruptError{Chunk: -1, Kind: Truncated,
+			Err: fmt.Errorf("file ends after %d of %d header bytes", n, HeaderSize)}
+	}
+	version := binary.LittleEndian.Uint32(hdr[8:])
+	flags := binary.LittleEndian.Uint32(hdr[12:])
+	switch {
+	case version == 0:
+		return nil, errors.New("not a heaplens capture (format version 0)")
+	case version > Version:
+		return nil, fmt.Errorf("capture format version %d is newer than this heaplens supports (%d)", version, Version)
+	case flags != 0:
+		// Flags announce changes an older reader would misread; none are
+		// defined in version 1.
+		return nil, fmt.Errorf("capture uses header flags %#x that this heaplens does not support", flags)
+	}
+	return &Reader{r: r, version: version, off: HeaderSize}, nil
+}
+
+// Version returns the format version from the file header.
+func (r *Reader) Version() uint32 { return r.version }
+
+// Skipped returns how many records of unknown type were skipped so far.
+func (r *Reader) Skipped() int { return r.skipped }
+
+// ChunksRead returns how many chunks were completely decoded so far.
+func (r *Reader) ChunksRead() int { return r.chunksRead }
+
+// Next returns the next record. It returns io.EOF at the clean end of the
+// stream and a *CorruptError at damage; after an error it keeps returning
+// it. The returned Record is reused by the next call (see Record).
+func (r *Reader) Next() (*Record, error) {
+	for r.err == nil {
+		if !r.inChunk || r.pos >= len(r.payload) {
+			if r.inChunk {
+				r.inChunk = false
+				r.chunksRead++
+				r.chunk++
+			}
+			r.err = r.readChunk()
+			continue
+		}
+		t, body, err := r.split()
+		if err != nil {
+			r.err = r.corrupt(BadRecord, err)
+			break
+		}
+		rec, err := r.decode(t, body)
+		if err != nil {
+			r.err = r.corrupt(BadRecord, fmt.Errorf("%v record ending at payload byte %d: %w", t, r.pos, err))
+			break
+		}
+		if rec != nil {
+			return rec, nil
+		}
+		r.skipped++
+	}
+	return nil, r.err
+}
+
+// split cuts the next record (type, body) out of the payload.
+func (r *Reader) split() (RecordType, []byte, error) {
+	start := r.pos
+	t := RecordType(r.payload[r.pos])
+	n, k := binary.Uvarint(r.payload[r.pos+1:])
+	if k <= 0 {
+		return 0, nil, fmt.Errorf("record at payload byte %d: malformed body length", start)
+	}
+	p := r.pos + 1 + k
+	if n > MaxRecordBody || n > uint64(len(r.payload)-p) {
+		return 0, nil, fmt.Errorf("%v record at payload byte %d: body length %d: %w", t, start, n, errBodySize)
+	}
+	r.pos = p + int(n)
+	return t, r.payload[p:r.pos], nil
+}
+
+// decode decodes a known record into r.rec. It returns nil, nil for an
+// unknown type, which the caller skips.
+func (r *Reader) decode(t RecordType, body []byte) (*Record, error) {
+	rec := &r.rec
+	*rec = Record{Type: t}
+	var err error
+	switch t {
+	case RecMeta:
+		rec.Meta = new(Meta)
+		err = decodeMeta(body, rec.Meta)
+	case RecProcess:
+		rec.Process = new(Process)
+		err = decodeProcess(body, rec.Process)
+	case RecMapping:
+		rec.Mapping = new(Mapping)
+		err = decodeMapping(body, rec.Mapping)
+	case RecLocation:
+		rec.Location = new(Location)
+		err = decodeLocation(body, rec.Location)
+	case RecStack:
+		rec.Stack = new(Stack)
+		err = decodeStack(body, rec.Stack)
+	case RecAlloc:
+		err = decodeAlloc(body, &rec.Alloc)
+	case RecFree:
+		err = decodeFree(body, &rec.Free)
+	case RecEnd:
+		rec.End = new(End)
+		err = decodeEnd(body, rec.End)
+	default:
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// readChunk reads, checks and decompresses the next chunk into r.payload.
+// It returns io.EOF when the stream ends exactly at a chunk boundary.
+func (r *Reader) readChunk() error {
+	r.chunkOff = r.off
+	var hdr [chunkHeaderSize]byte
+	n, err := io.ReadFull(r.r, hdr[:])
+	r.off += int64(n)
+	switch {
+	case err == io.EOF:
+		return io.EOF
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return r.corrupt(Truncated, fmt.Errorf("file ends after %d of %d chunk header bytes", n, chunkHeaderSize))
+	case err != nil:
+		return fmt.Errorf("capture: reading chunk %d at byte %d: %w", r.chunk, r.chunkOff, err)
+	}
+	size := binary.LittleEndian.Uint32(hdr[0:])
+	sum := binary.LittleEndian.Uint32(hdr[4:])
+	if size == 0 || size > MaxChunkPayload {
+		return r.corrupt(BadChunkLength, fmt.Errorf("payload length %d not in [1, %d]", size, MaxChunkPayload))
+	}
+	r.comp, err = readN(r.r, r.comp[:0], int(size))
+	r.off += int64(len(r.comp))
+	if err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return r.corrupt(Truncated, fmt.Errorf("file ends after %d of %d payload bytes", len(r.comp), size))
+		}
+		return fmt.Errorf("capture: reading chunk %d at byte %d: %w", r.chunk, r.chunkOff, err)
+	}
+	if got := crc32.Checksum(r.comp, castagnoli); got != sum {
+		return r.corrupt(CRCMismatch, fmt.Errorf("stored CRC-32C %#08x, computed %#08x", sum, got))
+	}
+	dec, _ := zstdDecoder()
+	r.payload, err = dec.DecodeAll(r.comp, r.payload[:0])
+	if err != nil {
+		r.payload = r.payload[:0]
+		return r.corrupt(BadZstd, err)
+	}
+	r.pos = 0
+	r.inChunk = true
+	return nil
+}
+
+// readN appends exactly n bytes from r to buf. It grows buf as data
+// arrives rather than up front, so a corrupt length on a short file costs
+// no more memory than the file holds.
+func readN(r io.Reader, buf []byte, n int) ([]byte, error) {
+	const step = 1 << 20
+	for len(buf) < n {
+		k := min(n-len(buf), step)
+		buf = slices.Grow(buf, k)
+		m, err := io.ReadFull(r, buf[len(buf):len(buf)+k])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
+}
+
+func (r *Reader) corrupt(kind CorruptKind, err error) *CorruptError {
+	return &CorruptError{
+		Offset:     r.chunkOff,
+		Chunk:      r.chunk,
+		Kind:       kind,
+		ChunksRead: r.chunksRead,
+		Err:        err,
+	}
+}

@@ -1,0 +1,246 @@
+package export
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/heaplens/heaplens/internal/capture"
+	"github.com/heaplens/heaplens/internal/heap"
+)
+
+// testCapture has two processes, mappings with and without files, locations
+// with source lines, inlined lines, only a function, nothing, a dangling
+// mapping, and stacks that reference a missing location.
+func testCapture() *capture.Capture {
+	c := capture.NewCapture()
+	c.Meta = capture.Meta{Rate: 1, Command: []string{"./app", "--n", "3"}}
+	c.Processes = []*capture.Process{
+		{Stream: 1, PID: 100, Cmdline: []string{"/usr/bin/app", "--n", "3"}, Exe: "/usr/bin/app"},
+		{Stream: 2, PID: 101, Exe: "/opt/bin/worker;x"},
+	}
+	c.Mappings[1] = &capture.Mapping{ID: 1, Stream: 1, File: "/usr/bin/app"}
+	c.Mappings[2] = &capture.Mapping{ID: 2, Stream: 1, File: "/lib/x86_64-linux-gnu/libc.so.6"}
+	c.Locations[10] = &capture.Location{ID: 10, MappingID: 1, Address: 0x401000, Lines: []capture.Line{
+		{Function: "make_node", File: "/src/tree.c", Line: 42},
+		{Function: "build_tree", File: "/src/tree.c", Line: 80},
+	}}
+	c.Locations[11] = &capture.Location{ID: 11, MappingID: 1, Address: 0x402000, Lines: []capture.Line{
+		{Function: "main", File: "/src/main.c", Line: 7},
+	}}
+	c.Locations[12] = &capture.Location{ID: 12, MappingID: 2, Address: 0x7f00aa, Lines: []capture.Line{
+		{Function: "__libc_start_main"},
+	}}
+	c.Locations[13] = &capture.Location{ID: 13, MappingID: 2, Address: 0x7F00BEEF}
+	c.Locations[14] = &capture.Location{ID: 14, Address: 0xdead}
+	c.Locations[15] = &capture.Location{ID: 15, MappingID: 99, Address: 0x10, Lines: []capture.Line{
+		{Function: "operator<<(std::ostream&; int)", Line: 3},
+	}}
+	c.Stacks[1] = &capture.Stack{ID: 1, Locations: []uint64{10, 11, 12}}
+	c.Stacks[2] = &capture.Stack{ID: 2, Locations: []uint64{13, 14, 77}}
+	c.Stacks[3] = &capture.Stack{ID: 3, Locations: []uint64{15}}
+	c.Allocs = []capture.Alloc{
+		{Stream: 1, TimeNano: 1, Addr: 0x10, Size: 3000, StackID: 1},
+		{Stream: 1, TimeNano: 2, Addr: 0x20, Size: 1000, StackID: 1},
+		{Stream: 2, TimeNano: 1, Addr: 0x10, Size: 2048, StackID: 2},
+		{Stream: 2, TimeNano: 2, Addr: 0x30, Size: 0, StackID: 3},
+		{Stream: 1, TimeNano: 3, Addr: 0x40, Size: 10, StackID: 5},
+	}
+	c.Frees = []capture.Free{{Stream: 1, TimeNano: 5, Addr: 0x20}, {Stream: 2, TimeNano: 5, Addr: 0x99}}
+	c.FreeOrder = []int{5, 5}
+	c.Ends[1] = &capture.End{Stream: 1, Known: true, ExitCode: 0}
+	c.Ends[2] = &capture.End{Stream: 2, Known: true, Signaled: true, Signal: 9, DroppedAllocs: 2, DroppedFrees: 1, LostBytes: 64}
+	return c
+}
+
+func TestStackFrames(t *testing.T) {
+	c := testCapture()
+	tests := []struct {
+		stack uint64
+		want  []string
+	}{
+		{1, []string{"make_node (tree.c:42)", "build_tree (tree.c:80)", "main (main.c:7)", "__libc_start_main (libc.so.6)"}},
+		{2, []string{"0x7f00beef (libc.so.6)", "0xdead (?)", "<unknown location 77>"}},
+		{3, []string{"operator<<(std::ostream&; int) (?)"}},
+		{0, []string{"<no stack>"}},
+		{9, []string{"<unknown stack 9>"}},
+	}
+	for _, tt := range tests {
+		got := StackFrames(c, tt.stack)
+		if strings.Join(got, "|") != strings.Join(tt.want, "|") {
+			t.Errorf("StackFrames(%d) =\n%q\nwant\n%q", tt.stack, got, tt.want)
+		}
+	}
+}
+
+func TestProcessLabel(t *testing.T) {
+	c := testCapture()
+	c.Processes = append(c.Processes, &capture.Process{Stream: 3, PID: 102})
+	for stream, want := range map[uint32]string{1: "[100 app]", 2: "[101 worker;x]", 3: "[102]", 4: "[? stream 4]"} {
+		if got := ProcessLabel(c, stream); got != want {
+			t.Errorf("ProcessLabel(%d) = %q, want %q", stream, got, want)
+		}
+	}
+}
+
+func TestFolded(t *testing.T) {
+	c := testCapture()
+	tests := []struct {
+		name string
+		p    *heap.Profile
+		want string
+	}{
+		{"allocs", heap.Allocs(c, heap.Options{}), "" +
+			"[100 app];__libc_start_main (libc.so.6);main (main.c:7);build_tree (tree.c:80);make_node (tree.c:42) 4000\n" +
+			"[101 worker:x];<unknown location 77>;0xdead (?);0x7f00beef (libc.so.6) 2048\n" +
+			"[100 app];<unknown stack 5> 10\n"},
+		// Stack 3 has 0 bytes and is left out.
+		{"leaks stream 1", heap.Leaks(c, heap.Options{Stream: 1}), "" +
+			"[100 app];__libc_start_main (libc.so.6);main (main.c:7);build_tree (tree.c:80);make_node (tree.c:42) 3000\n" +
+			"[100 app];<unknown stack 5> 10\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := Folded(&buf, c, tt.p); err != nil {
+				t.Fatal(err)
+			}
+			if buf.String() != tt.want {
+				t.Errorf("got:\n%s\nwant:\n%s", buf.String(), tt.want)
+			}
+		})
+	}
+}
+
+func TestFoldedRounding(t *testing.T) {
+	c := testCapture()
+	p := &heap.Profile{Samples: []heap.Sample{
+		{Stream: 1, StackID: 1, Bytes: 2.5},
+		{Stream: 1, StackID: 3, Bytes: 0.49},
+	}}
+	var buf bytes.Buffer
+	Folded(&buf, c, p)
+	if want := "[100 app];__libc_start_main (libc.so.6);main (main.c:7);build_tree (tree.c:80);make_node (tree.c:42) 3\n"; buf.String() != want {
+		t.Errorf("got %q, want %q", buf.String(), want)
+	}
+}
+
+func TestText(t *testing.T) {
+	c := testCapture()
+	tests := []struct {
+		name string
+		p    *heap.Profile
+		opt  TextOptions
+		want string
+	}{
+		{"allocs top 2", heap.Allocs(c, heap.Options{}), TextOptions{Top: 2}, `view:      allocs
+command:   ./app --n 3
+rate:      1 B (every allocation sampled)
+processes: 2
+  [100 app] stream 1, exited 0; dropped: 0
+  [101 worker;x] stream 2, killed by signal 9; dropped: 2 alloc records, 1 free records, 64 lost ring bytes
+total:     5.9 KiB (6058 bytes), 5 objects, 5 samples
+note:      records were dropped; estimates may be low
+
+top 2 of 4 stacks by estimated bytes:
+
+#1  3.9 KiB (4000 bytes)  2 objects  66.0%  [100 app]  2 samples
+      make_node (tree.c:42)
+      build_tree (tree.c:80)
+      main (main.c:7)
+      __libc_start_main (libc.so.6)
+
+#2  2.0 KiB (2048 bytes)  1 objects  33.8%  [101 worker;x]  1 samples
+      0x7f00beef (libc.so.6)
+      0xdead (?)
+      <unknown location 77>
+`},
+		{"leaks stream 1", heap.Leaks(c, heap.Options{Stream: 1}), TextOptions{}, `view:      leaks
+command:   ./app --n 3
+rate:      1 B (every allocation sampled)
+processes: 1
+  [100 app] stream 1, exited 0; dropped: 0
+total:     2.9 KiB (3010 bytes), 2 objects, 2 samples
+
+top 2 of 2 stacks by estimated bytes:
+
+#1  2.9 KiB (3000 bytes)  1 objects  99.7%  [100 app]  1 samples
+      make_node (tree.c:42)
+      build_tree (tree.c:80)
+      main (main.c:7)
+      __libc_start_main (libc.so.6)
+
+#2  10 B (10 bytes)  1 objects  0.3%  [100 app]  1 samples
+      <unknown stack 5>
+`},
+		{"leaks stream 2", heap.Leaks(c, heap.Options{Stream: 2}), TextOptions{Top: -1}, `view:      leaks
+command:   ./app --n 3
+rate:      1 B (every allocation sampled)
+processes: 1
+  [101 worker;x] stream 2, killed by signal 9; dropped: 2 alloc records, 1 free records, 64 lost ring bytes
+total:     2.0 KiB (2048 bytes), 2 objects, 2 samples
+note:      records were dropped, 1 frees matched no sampled allocation; leaks may be over-reported (a lost free looks like a leak)
+
+top 2 of 2 stacks by estimated bytes:
+
+#1  2.0 KiB (2048 bytes)  1 objects  100.0%  [101 worker;x]  1 samples
+      0x7f00beef (libc.so.6)
+      0xdead (?)
+      <unknown location 77>
+
+#2  0 B (0 bytes)  1 objects  0.0%  [101 worker;x]  1 samples
+      operator<<(std::ostream&; int) (?)
+`},
+		{"empty", &heap.Profile{View: "allocs", Rate: 512 << 10}, TextOptions{}, `view:      allocs
+command:   ./app --n 3
+rate:      512 KiB (mean bytes between samples)
+processes: 2
+  [100 app] stream 1, exited 0; dropped: unknown
+  [101 worker;x] stream 2, killed by signal 9; dropped: unknown
+total:     0 B (0 bytes), 0 objects, 0 samples
+
+no samples
+`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := Text(&buf, c, tt.p, tt.opt); err != nil {
+				t.Fatal(err)
+			}
+			if got := buf.String(); got != tt.want {
+				t.Errorf("got:\n%s\nwant:\n%s", got, tt.want)
+				gl, wl := strings.Split(got, "\n"), strings.Split(tt.want, "\n")
+				for i := range min(len(gl), len(wl)) {
+					if gl[i] != wl[i] {
+						t.Errorf("first difference, line %d:\n got %q\nwant %q", i+1, gl[i], wl[i])
+						break
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestTextProcessStates(t *testing.T) {
+	c := testCapture()
+	c.Processes = append(c.Processes,
+		&capture.Process{Stream: 3, PID: 102, Exe: "/bin/sh"},
+		&capture.Process{Stream: 4, PID: 102, Exe: "/bin/ls"},
+		&capture.Process{Stream: 5, PID: 103, Exe: "/bin/x"})
+	c.Ends[3] = &capture.End{Stream: 3, Exec: true}
+	c.Ends[4] = &capture.End{Stream: 4}
+	var buf bytes.Buffer
+	if err := Text(&buf, c, heap.Allocs(c, heap.Options{}), TextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"  [102 sh] stream 3, replaced by exec; dropped: 0\n",
+		"  [102 ls] stream 4, exit status unknown; dropped: 0\n",
+		"  [103 x] stream 5, no end record (capture cut short); dropped: unknown\n",
+	} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, buf.String())
+		}
+	}
+}

@@ -1,0 +1,95 @@
+// Package export writes heap profiles in the formats people read or feed to
+// other tools: text and folded stacks here; pprof, HTML and others reuse the
+// labels defined in this file.
+package export
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/heaplens/heaplens/internal/capture"
+)
+
+// FrameLabel returns the label of one frame: one line of a location, or the
+// bare location when line is nil (nothing was symbolized). m is the
+// location's mapping, or nil.
+//
+//	function (file.c:42)      source line known
+//	function (libfoo.so)      function known, line unknown
+//	0x7f12ab (libfoo.so)      nothing known but the module
+//	0x7f12ab (?)              not even the module
+//
+// Only base names are shown: full paths make stacks unreadable and differ
+// between build machines; pprof output keeps full paths.
+func FrameLabel(loc *capture.Location, line *capture.Line, m *capture.Mapping) string {
+	module := "?"
+	if m != nil && m.File != "" {
+		module = filepath.Base(m.File)
+	}
+	if line == nil {
+		return fmt.Sprintf("0x%x (%s)", loc.Address, module)
+	}
+	fn := line.Function
+	if fn == "" {
+		fn = fmt.Sprintf("0x%x", loc.Address)
+	}
+	if line.Line > 0 && line.File != "" {
+		return fmt.Sprintf("%s (%s:%d)", fn, filepath.Base(line.File), line.Line)
+	}
+	return fmt.Sprintf("%s (%s)", fn, module)
+}
+
+// StackFrames returns the frame labels of a stack, leaf first, with each
+// location's inlined functions expanded (innermost first). References the
+// capture cannot resolve become placeholders rather than errors, so damaged
+// captures still produce reports.
+func StackFrames(c *capture.Capture, stackID uint64) []string {
+	if stackID == 0 {
+		return []string{"<no stack>"}
+	}
+	st := c.Stacks[stackID]
+	if st == nil {
+		return []string{fmt.Sprintf("<unknown stack %d>", stackID)}
+	}
+	frames := make([]string, 0, len(st.Locations))
+	for _, id := range st.Locations {
+		loc := c.Locations[id]
+		if loc == nil {
+			frames = append(frames, fmt.Sprintf("<unknown location %d>", id))
+			continue
+		}
+		m := c.Mappings[loc.MappingID] // nil for MappingID 0 or dangling
+		if len(loc.Lines) == 0 {
+			frames = append(frames, FrameLabel(loc, nil, m))
+			continue
+		}
+		for i := range loc.Lines {
+			frames = append(frames, FrameLabel(loc, &loc.Lines[i], m))
+		}
+	}
+	return frames
+}
+
+// ProcessLabel names a stream's process as "[PID COMMAND]", COMMAND being
+// the base name of the first command-line word, else of the executable.
+func ProcessLabel(c *capture.Capture, stream uint32) string {
+	p := c.Process(stream)
+	if p == nil {
+		return fmt.Sprintf("[? stream %d]", stream)
+	}
+	cmd := ""
+	if len(p.Cmdline) > 0 && p.Cmdline[0] != "" {
+		cmd = filepath.Base(p.Cmdline[0])
+	} else if p.Exe != "" {
+		cmd = filepath.Base(p.Exe)
+	}
+	if cmd == "" {
+		return fmt.Sprintf("[%d]", p.PID)
+	}
+	return fmt.Sprintf("[%d %s]", p.PID, cmd)
+}
+
+// foldedSafe makes a label safe for the folded format, where ';' separates
+// frames and a newline ends the line.
+var foldedSafe = strings.NewReplacer(";", ":", "\n", " ", "\r", " ")

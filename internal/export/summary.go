@@ -1,0 +1,124 @@
+package export
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/heaplens/heaplens/internal/capture"
+	"github.com/heaplens/heaplens/internal/heap"
+	"github.com/heaplens/heaplens/internal/size"
+)
+
+// SummaryOptions say what the summary of `heaplens run` reports on.
+type SummaryOptions struct {
+	Status  string // how the command ended, in words
+	Capture string // where the capture is
+	Top     int    // leak suspects shown; 0 means 5
+}
+
+// Summary writes the few lines `heaplens run` prints when the command ends:
+// totals, the top leak suspects at their innermost frame in the program's
+// own code, drops, and how to look further.
+func Summary(w io.Writer, c *capture.Capture, allocs, leaks *heap.Profile, opt SummaryOptions) error {
+	top := opt.Top
+	if top == 0 {
+		top = 5
+	}
+	var b strings.Builder
+	cmd := strings.Join(c.Meta.Command, " ")
+	if len(cmd) > 60 {
+		cmd = cmd[:57] + "..."
+	}
+	fmt.Fprintf(&b, "heaplens: %s %s\n", cmd, opt.Status)
+	fmt.Fprintf(&b, "  sampled every %s on average; %d process image(s), %d samples\n",
+		size.FormatSize(c.Meta.Rate), len(c.Processes), allocs.RawSamples())
+	fmt.Fprintf(&b, "  allocated   %10s in %s objects (estimated)\n", size.Human(allocs.TotalBytes), count(allocs.TotalObjects))
+	fmt.Fprintf(&b, "  live at end %10s in %s objects (estimated)\n", size.Human(leaks.TotalBytes), count(leaks.TotalObjects))
+	if len(leaks.Samples) > 0 {
+		fmt.Fprintf(&b, "  top leak suspects (live when the process ended):\n")
+		for i, s := range bySite(c, leaks, top) {
+			fmt.Fprintf(&b, "    %d. %10s  %s\n", i+1, size.Human(s.bytes), s.label)
+		}
+	}
+	var da, df, lost uint64
+	for _, d := range leaks.Drops {
+		da, df, lost = da+d.DroppedAllocs, df+d.DroppedFrees, lost+d.LostBytes
+	}
+	fmt.Fprintf(&b, "  dropped: %d allocation and %d free records", da, df)
+	if lost > 0 {
+		fmt.Fprintf(&b, ", %d ring bytes lost", lost)
+	}
+	if df > 0 || lost > 0 {
+		b.WriteString(" (lost frees make leaks look bigger than they are; try a larger --ring-size)")
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "  capture: %s\n", opt.Capture)
+	fmt.Fprintf(&b, "  look further: heaplens report %s --view leaks   (or --view allocs, --format folded)\n", opt.Capture)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func count(n float64) string { return fmt.Sprintf("%.0f", n) }
+
+type site struct {
+	label string
+	bytes float64
+}
+
+// bySite merges stacks by their innermost user frame, biggest first.
+func bySite(c *capture.Capture, p *heap.Profile, top int) []site {
+	sum := map[string]float64{}
+	for _, s := range p.Samples {
+		sum[UserFrame(c, s.StackID)] += s.Bytes
+	}
+	out := make([]site, 0, len(sum))
+	for l, v := range sum {
+		out = append(out, site{l, v})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].bytes != out[j].bytes {
+			return out[i].bytes > out[j].bytes
+		}
+		return out[i].label < out[j].label
+	})
+	if len(out) > top {
+		out = out[:top]
+	}
+	return out
+}
+
+// UserFrame returns the label of a stack's innermost frame outside system
+// libraries (libc, libstdc++, the loader…): the code a user can change. When
+// every frame is a system one, the leaf is returned.
+func UserFrame(c *capture.Capture, stackID uint64) string {
+	st := c.Stacks[stackID]
+	if st == nil || len(st.Locations) == 0 {
+		return StackFrames(c, stackID)[0]
+	}
+	for _, id := range st.Locations {
+		loc := c.Locations[id]
+		if loc == nil {
+			continue
+		}
+		m := c.Mappings[loc.MappingID]
+		if m != nil && systemFile(m.File) {
+			continue
+		}
+		if len(loc.Lines) == 0 {
+			return FrameLabel(loc, nil, m)
+		}
+		return FrameLabel(loc, &loc.Lines[0], m)
+	}
+	return StackFrames(c, stackID)[0]
+}
+
+func systemFile(path string) bool {
+	for _, p := range []string{"/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/"} {
+		if strings.HasPrefix(path, p) {
+			return true
+		}
+	}
+	return false
+}

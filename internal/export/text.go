@@ -1,0 +1,133 @@
+package export
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/heaplens/heaplens/internal/capture"
+	"github.com/heaplens/heaplens/internal/heap"
+	"github.com/heaplens/heaplens/internal/size"
+)
+
+// TextOptions control Text.
+type TextOptions struct {
+	Top int // stacks to show; 0 means 20, negative means all
+}
+
+// Text writes a human-readable report of p: a header (view, command, rate,
+// processes with their exit and dropped records, totals), a note when the
+// numbers are known to be skewed, then the top stacks, leaf frame first.
+// Dropped records are always shown, zero included, because a report that
+// omits them cannot be told apart from one that lost nothing.
+func Text(w io.Writer, c *capture.Capture, p *heap.Profile, opt TextOptions) error {
+	bw := bufio.NewWriter(w)
+	writeTextHeader(bw, c, p)
+	top := opt.Top
+	if top == 0 {
+		top = 20
+	}
+	if top < 0 || top > len(p.Samples) {
+		top = len(p.Samples)
+	}
+	fmt.Fprintln(bw)
+	if len(p.Samples) == 0 {
+		fmt.Fprintln(bw, "no samples")
+	} else {
+		fmt.Fprintf(bw, "top %d of %d stacks by estimated bytes:\n", top, len(p.Samples))
+	}
+	for i, s := range p.Samples[:top] {
+		share := 0.0
+		if p.TotalBytes > 0 {
+			share = 100 * s.Bytes / p.TotalBytes
+		}
+		fmt.Fprintf(bw, "\n#%d  %s (%.0f bytes)  %.0f objects  %.1f%%  %s  %d samples\n",
+			i+1, size.Human(s.Bytes), s.Bytes, s.Objects, share, ProcessLabel(c, s.Stream), s.Count)
+		for _, f := range StackFrames(c, s.StackID) {
+			fmt.Fprintf(bw, "      %s\n", f)
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("writing text report: %w", err)
+	}
+	return nil
+}
+
+func writeTextHeader(w io.Writer, c *capture.Capture, p *heap.Profile) {
+	fmt.Fprintf(w, "view:      %s\n", p.View)
+	cmd := strings.Join(c.Meta.Command, " ")
+	if cmd == "" {
+		cmd = "?"
+	}
+	fmt.Fprintf(w, "command:   %s\n", cmd)
+	if p.Rate <= 1 {
+		fmt.Fprintf(w, "rate:      1 B (every allocation sampled)\n")
+	} else {
+		fmt.Fprintf(w, "rate:      %s (mean bytes between samples)\n", size.FormatSize(p.Rate))
+	}
+	var procs []*capture.Process
+	for _, pr := range c.Processes {
+		if p.Stream == 0 || pr.Stream == p.Stream {
+			procs = append(procs, pr)
+		}
+	}
+	fmt.Fprintf(w, "processes: %d\n", len(procs))
+	for _, pr := range procs {
+		fmt.Fprintf(w, "  %s stream %d, %s; %s\n", ProcessLabel(c, pr.Stream), pr.Stream,
+			exitStatus(c.Ends[pr.Stream]), dropped(p, pr.Stream))
+	}
+	fmt.Fprintf(w, "total:     %s (%.0f bytes), %.0f objects, %d samples\n",
+		size.Human(p.TotalBytes), p.TotalBytes, p.TotalObjects, p.RawSamples())
+	if n := skewNote(p); n != "" {
+		fmt.Fprintf(w, "note:      %s\n", n)
+	}
+}
+
+func exitStatus(e *capture.End) string {
+	switch {
+	case e == nil:
+		return "no end record (capture cut short)"
+	case e.Exec:
+		return "replaced by exec"
+	case !e.Known:
+		return "exit status unknown"
+	case e.Signaled:
+		return fmt.Sprintf("killed by signal %d", e.Signal)
+	}
+	return fmt.Sprintf("exited %d", e.ExitCode)
+}
+
+func dropped(p *heap.Profile, stream uint32) string {
+	d, ok := p.Drops[stream]
+	switch {
+	case !ok:
+		return "dropped: unknown"
+	case d.Total() == 0:
+		return "dropped: 0"
+	}
+	return fmt.Sprintf("dropped: %d alloc records, %d free records, %d lost ring bytes",
+		d.DroppedAllocs, d.DroppedFrees, d.LostBytes)
+}
+
+// skewNote explains how lost records bias the view, or returns "".
+func skewNote(p *heap.Profile) string {
+	var why []string
+	if p.Dropped() {
+		why = append(why, "records were dropped")
+	}
+	if p.UnmatchedFrees > 0 {
+		why = append(why, fmt.Sprintf("%d frees matched no sampled allocation", p.UnmatchedFrees))
+	}
+	if p.LostFrees > 0 {
+		why = append(why, fmt.Sprintf("%d allocations reused a live address", p.LostFrees))
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	effect := "estimates may be low"
+	if p.View == "leaks" {
+		effect = "leaks may be over-reported (a lost free looks like a leak)"
+	}
+	return strings.Join(why, ", ") + "; " + effect
+}

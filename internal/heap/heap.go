@@ -1,0 +1,290 @@
+// Package heap turns the sampled allocations and frees of a capture into
+// heap profiles (views) with unbiased estimates of bytes and objects.
+//
+// The sampler marks each allocated byte with probability 1/Rate, so an
+// allocation of s bytes is sampled with probability 1-(1-1/Rate)^s. Each
+// sample is weighted by the inverse of that probability (Horvitz–Thompson),
+// and weighted samples are summed: unbiasing a sum of sizes instead would be
+// wrong because the probability depends on each allocation's own size.
+package heap
+
+import (
+	"cmp"
+	"math"
+	"slices"
+
+	"github.com/heaplens/heaplens/internal/capture"
+)
+
+// Weight returns how many allocations a sampled allocation of size bytes
+// stands for at the given sampling rate: 1/(1-(1-1/rate)^size). At rate 1
+// (or 0, a capture without Meta) every allocation is sampled and the weight
+// is 1. A zero-size allocation can only be sampled at rate 1 and weighs 1.
+func Weight(size, rate uint64) float64 {
+	if rate <= 1 || size == 0 {
+		return 1
+	}
+	// -expm1(size*log1p(-1/rate)) is the sampling probability, computed
+	// without the cancellation of 1-(1-1/rate)^size for small sizes.
+	return -1 / math.Expm1(float64(size)*math.Log1p(-1/float64(rate)))
+}
+
+// Options select what a view covers. It is a struct so filters can be added
+// without changing callers.
+type Options struct {
+	Stream uint32 // only this stream; 0 = all streams
+}
+
+func (o Options) keep(stream uint32) bool { return o.Stream == 0 || o.Stream == stream }
+
+// Sample is the estimate for one call stack of one stream.
+type Sample struct {
+	Stream  uint32
+	StackID uint64
+	Bytes   float64 // estimated bytes
+	Objects float64 // estimated allocations
+	Count   int     // raw samples behind the estimate
+}
+
+// DropStats is what a stream lost, from its End record.
+type DropStats struct {
+	DroppedAllocs uint64 // alloc records the ring had no room for
+	DroppedFrees  uint64 // free records the ring had no room for
+	LostBytes     uint64 // ring bytes reserved but never committed
+}
+
+// Total returns the number of dropped records plus lost bytes, zero when
+// nothing was lost.
+func (d DropStats) Total() uint64 { return d.DroppedAllocs + d.DroppedFrees + d.LostBytes }
+
+// Profile is one view of a capture.
+type Profile struct {
+	View    string   // "allocs", "leaks", …
+	Rate    uint64   // the capture's sampling rate
+	Stream  uint32   // the Options.Stream filter, 0 = all
+	Samples []Sample // sorted by Bytes descending, then StackID, then Stream
+
+	TotalBytes, TotalObjects float64
+
+	// Drops holds the End record losses of each stream covered. A stream
+	// without an End record (the agent stopped first) is absent.
+	Drops map[uint32]DropStats
+
+	// UnmatchedFrees counts frees of addresses that were not live: their
+	// allocation was dropped, or happened before the library loaded.
+	UnmatchedFrees int
+	// LostFrees counts allocations at an address that was still live, which
+	// means the free in between was lost; the older allocation is dropped
+	// from the live set rather than reported as a leak.
+	LostFrees int
+}
+
+// Dropped reports whether any covered stream lost records.
+func (p *Profile) Dropped() bool {
+	for _, d := range p.Drops {
+		if d.Total() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// RawSamples returns the number of raw samples behind the profile.
+func (p *Profile) RawSamples() int {
+	n := 0
+	for _, s := range p.Samples {
+		n += s.Count
+	}
+	return n
+}
+
+type key struct {
+	stream uint32
+	stack  uint64
+}
+
+// builder accumulates weighted samples per (stream, stack).
+type builder struct {
+	rate  uint64
+	sites map[key]*Sample
+}
+
+func newBuilder(c *capture.Capture) *builder {
+	return &builder{rate: c.Meta.Rate, sites: make(map[key]*Sample)}
+}
+
+func (b *builder) add(a *capture.Alloc) {
+	k := key{a.Stream, a.StackID}
+	s := b.sites[k]
+	if s == nil {
+		s = &Sample{Stream: a.Stream, StackID: a.StackID}
+		b.sites[k] = s
+	}
+	w := Weight(a.Size, b.rate)
+	s.Objects += w
+	s.Bytes += w * float64(a.Size)
+	s.Count++
+}
+
+func (b *builder) profile(view string, c *capture.Capture, opt Options) *Profile {
+	p := &Profile{View: view, Rate: c.Meta.Rate, Stream: opt.Stream, Drops: make(map[uint32]DropStats)}
+	p.Samples = make([]Sample, 0, len(b.sites))
+	for _, s := range b.sites {
+		p.Samples = append(p.Samples, *s)
+	}
+	slices.SortFunc(p.Samples, func(x, y Sample) int {
+		if c := cmp.Compare(y.Bytes, x.Bytes); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(x.StackID, y.StackID); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Stream, y.Stream)
+	})
+	// Sum in sorted order so totals do not depend on map iteration order.
+	for _, s := range p.Samples {
+		p.TotalBytes += s.Bytes
+		p.TotalObjects += s.Objects
+	}
+	for stream, e := range c.Ends {
+		if opt.keep(stream) {
+			p.Drops[stream] = DropStats{DroppedAllocs: e.DroppedAllocs, DroppedFrees: e.DroppedFrees, LostBytes: e.LostBytes}
+		}
+	}
+	return p
+}
+
+// Allocs is the "allocs" view: everything allocated during the run, per
+// stream and stack, whether or not it was freed.
+func Allocs(c *capture.Capture, opt Options) *Profile {
+	b := newBuilder(c)
+	for i := range c.Allocs {
+		if a := &c.Allocs[i]; opt.keep(a.Stream) {
+			b.add(a)
+		}
+	}
+	return b.profile("allocs", c, opt)
+}
+
+// event is one Alloc (index ≥ 0) or Free (index -1) in replay order.
+type event struct {
+	time   int64
+	addr   uint64
+	alloc  int
+	stream uint32
+}
+
+// events returns the covered Allocs and Frees in replay order: by stream,
+// then TimeNano, with equal times in file order (from Capture.FreeOrder).
+// Without a usable FreeOrder, frees go first among equal times: a realloc
+// that frees and reuses an address at one timestamp then stays live.
+func events(c *capture.Capture, opt Options) []event {
+	order := c.FreeOrder
+	if len(order) != len(c.Frees) || !slices.IsSorted(order) ||
+		(len(order) > 0 && (order[0] < 0 || order[len(order)-1] > len(c.Allocs))) {
+		order = make([]int, len(c.Frees)) // all frees before all allocs
+	}
+	ev := make([]event, 0, len(c.Allocs)+len(c.Frees))
+	j := 0
+	emitFrees := func(upTo int) {
+		for ; j < len(c.Frees) && order[j] <= upTo; j++ {
+			if f := &c.Frees[j]; opt.keep(f.Stream) {
+				ev = append(ev, event{time: f.TimeNano, addr: f.Addr, alloc: -1, stream: f.Stream})
+			}
+		}
+	}
+	for i := range c.Allocs {
+		emitFrees(i)
+		if a := &c.Allocs[i]; opt.keep(a.Stream) {
+			ev = append(ev, event{time: a.TimeNano, addr: a.Addr, alloc: i, stream: a.Stream})
+		}
+	}
+	emitFrees(len(c.Allocs))
+	cmpEv := func(x, y event) int {
+		if c := cmp.Compare(x.stream, y.stream); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.time, y.time)
+	}
+	// Records are mostly in order already; skip the sort when they are.
+	if !slices.IsSortedFunc(ev, cmpEv) {
+		slices.SortStableFunc(ev, cmpEv)
+	}
+	return ev
+}
+
+// Leaks is the "leaks" view: per stream, the sampled allocations still live
+// when the stream's records end (at exit, at exec, or at death).
+//
+// Each stream's Allocs and Frees are replayed in time order with a live set
+// keyed by address. A free of an address that is not live is counted in
+// UnmatchedFrees and ignored. An allocation at an address that is already
+// live replaces the older one and counts in LostFrees: the allocator cannot
+// hand out a live address, so the older block's free was lost.
+func Leaks(c *capture.Capture, opt Options) *Profile {
+	b := newBuilder(c)
+	unmatched, lost := 0, 0
+	live := make(map[uint64]int)
+	flush := func() {
+		// Add in allocation order so float sums are deterministic.
+		idx := make([]int, 0, len(live))
+		for _, i := range live {
+			idx = append(idx, i)
+		}
+		slices.Sort(idx)
+		for _, i := range idx {
+			b.add(&c.Allocs[i])
+		}
+		clear(live)
+	}
+	ev := events(c, opt)
+	for k, e := range ev {
+		if k > 0 && e.stream != ev[k-1].stream {
+			flush()
+		}
+		if e.alloc < 0 {
+			if _, ok := live[e.addr]; ok {
+				delete(live, e.addr)
+			} else {
+				unmatched++
+			}
+			continue
+		}
+		if _, ok := live[e.addr]; ok {
+			lost++
+		}
+		live[e.addr] = e.alloc
+	}
+	flush()
+	out := b.profile("leaks", c, opt)
+	out.UnmatchedFrees = unmatched
+	out.LostFrees = lost
+	return out
+}
+
+// Variance returns the variance of the Horvitz–Thompson estimate of the
+// bytes of a site whose true allocations are sizes (size → count), sampled
+// per byte by a Poisson process with mean period rate:
+// Σ count·s²·(1−p)/p with p = 1−e^(−s/rate). Tests use it to derive
+// tolerances for estimated bytes.
+func Variance(sizes map[uint64]int, rate uint64) float64 {
+	if rate <= 1 {
+		return 0
+	}
+	var v float64
+	for s, n := range sizes {
+		if s == 0 {
+			continue
+		}
+		p := -math.Expm1(-float64(s) / float64(rate))
+		fs := float64(s)
+		v += float64(n) * fs * fs * (1 - p) / p
+	}
+	return v
+}
+
+// Stddev returns the standard deviation of the estimated bytes of a site:
+// the square root of Variance.
+func Stddev(sizes map[uint64]int, rate uint64) float64 {
+	return math.Sqrt(Variance(sizes, rate))
+}

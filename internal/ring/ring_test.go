@@ -1,0 +1,206 @@
+package ring
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writer plays the library's part: it lays out a ring file as
+// docs/ring-format.md says and appends records.
+type writer struct {
+	mem  []byte
+	size uint64
+	head uint64
+}
+
+func newWriter(size uint64) *writer {
+	w := &writer{mem: make([]byte, HeaderSize+size), size: size}
+	le := binary.LittleEndian
+	le.PutUint32(w.mem[offVersion:], Version)
+	le.PutUint64(w.mem[offDataSize:], size)
+	le.PutUint64(w.mem[offPID:], 4242)
+	le.PutUint64(w.mem[offPPID:], 1)
+	le.PutUint64(w.mem[offRate:], 524288)
+	cmd := "prog\x00--flag\x00"
+	copy(w.mem[offCmdline:], cmd)
+	le.PutUint32(w.mem[offCmdlineLen:], uint32(len(cmd)))
+	copy(w.mem[offExe:], "/usr/bin/prog")
+	le.PutUint32(w.mem[offExeLen:], uint32(len("/usr/bin/prog")))
+	le.PutUint32(w.mem[offFlags:], FlagInitDone)
+	le.PutUint64(w.mem[offMagic:], Magic)
+	return w
+}
+
+func (w *writer) put(pos, v uint64) {
+	binary.LittleEndian.PutUint64(w.mem[HeaderSize+pos%w.size:], v)
+}
+
+// record appends one record; commit=false leaves its header word 0.
+func (w *writer) record(typ, fn, count uint64, words []uint64, commit bool) {
+	length := 8 * uint64(1+len(words))
+	for i, v := range words {
+		w.put(w.head+8+8*uint64(i), v)
+	}
+	if commit {
+		w.put(w.head, length|typ<<32|fn<<40|count<<48)
+	}
+	w.head += length
+	binary.LittleEndian.PutUint64(w.mem[offHead:], w.head)
+}
+
+func (w *writer) file(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "ring.4242.0")
+	if err := os.WriteFile(p, w.mem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func drainAll(t *testing.T, r *Ring) []Record {
+	t.Helper()
+	var out []Record
+	if _, err := r.Drain(func(rec *Record) {
+		c := *rec
+		c.Frames = append([]uint64(nil), rec.Frames...)
+		c.Segments = append([]Segment(nil), rec.Segments...)
+		out = append(out, c)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestHeader(t *testing.T) {
+	r, err := Open(newWriter(1 << 12).file(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	h := r.Header()
+	if h.PID != 4242 || h.PPID != 1 || h.Rate != 524288 || h.Exe != "/usr/bin/prog" ||
+		strings.Join(h.Cmdline, " ") != "prog --flag" || !r.InitDone() {
+		t.Errorf("header = %+v, init done %v", h, r.InitDone())
+	}
+}
+
+func TestDrainRecordsAcrossTheWrap(t *testing.T) {
+	w := newWriter(256) // small: records wrap around the end
+	// Fill and consume most of the ring first, so the next records straddle the end.
+	w.record(RecFree, 0, 0, []uint64{1, 0x10, 7}, true)
+	w.record(RecFree, 0, 0, []uint64{2, 0x20, 7}, true)
+	w.record(RecFree, 0, 0, []uint64{3, 0x30, 7}, true)
+	w.record(RecFree, 0, 0, []uint64{4, 0x40, 7}, true)
+	w.record(RecFree, 0, 0, []uint64{5, 0x50, 7}, true)
+	w.record(RecFree, 0, 0, []uint64{6, 0x60, 7}, true) // head = 192
+	r, err := Open(w.file(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := drainAll(t, r); len(got) != 6 || got[5].Addr != 0x60 {
+		t.Fatalf("first drain: %+v", got)
+	}
+	// Continue writing into the mapped file: the ALLOC record wraps.
+	w.mem = r.mem
+	w.record(RecAlloc, 1, 3, []uint64{100, 0xabc0, 4096, 77 | 1<<32, 0x401000, 0x402000, 0x403000}, true)
+	path := "/lib/libfoo.so.6"
+	pathWords := make([]uint64, (len(path)+7)/8)
+	pb := make([]byte, 8*len(pathWords))
+	copy(pb, path)
+	for i := range pathWords {
+		pathWords[i] = binary.LittleEndian.Uint64(pb[8*i:])
+	}
+	mod := append([]uint64{200, 0x7f0000000000, uint64(len(path)), 0, 0x1000, 0, 4, 0x1000, 0x2000, 0x1000, 5}, pathWords...)
+	w.record(RecModule, 0, 2, mod, true)
+	got := drainAll(t, r)
+	if len(got) != 2 {
+		t.Fatalf("second drain: %d records", len(got))
+	}
+	a := got[0]
+	if a.Type != RecAlloc || a.Func != 1 || a.TimeNano != 100 || a.Addr != 0xabc0 || a.Size != 4096 || a.TID != 77 ||
+		a.Flags != AllocTruncated || len(a.Frames) != 3 || a.Frames[2] != 0x403000 {
+		t.Errorf("alloc = %+v", a)
+	}
+	m := got[1]
+	if m.Type != RecModule || m.Bias != 0x7f0000000000 || m.Path != path || len(m.Segments) != 2 ||
+		m.Segments[1] != (Segment{Vaddr: 0x1000, Memsz: 0x2000, Offset: 0x1000, Flags: 5}) {
+		t.Errorf("module = %+v", m)
+	}
+	c := r.Counters()
+	if c.Tail != c.Head {
+		t.Errorf("tail %d != head %d after draining everything", c.Tail, c.Head)
+	}
+	// Consumed space is zeroed, so a producer's uncommitted header reads 0.
+	for i := uint64(0); i < w.size; i += 8 {
+		if v := binary.LittleEndian.Uint64(r.data[i:]); v != 0 {
+			t.Fatalf("data word %d = %#x after draining, want 0", i/8, v)
+		}
+	}
+}
+
+func TestDrainStopsAtUncommitted(t *testing.T) {
+	w := newWriter(1 << 12)
+	w.record(RecFree, 0, 0, []uint64{1, 0x10, 7}, true)
+	w.record(RecFree, 0, 0, []uint64{2, 0x20, 7}, false) // reserved, still being written
+	w.record(RecFree, 0, 0, []uint64{3, 0x30, 7}, true)
+	r, err := Open(w.file(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := drainAll(t, r); len(got) != 1 {
+		t.Fatalf("drained %d records, want 1 (stop at the uncommitted one)", len(got))
+	}
+	c := r.Counters()
+	if c.Head-c.Tail != 64 {
+		t.Errorf("head-tail = %d, want the 64 bytes behind the uncommitted record", c.Head-c.Tail)
+	}
+}
+
+func TestOpenRejects(t *testing.T) {
+	dir := t.TempDir()
+	notReady := newWriter(1 << 12)
+	binary.LittleEndian.PutUint64(notReady.mem[offMagic:], 0)
+	badSize := newWriter(1 << 12)
+	binary.LittleEndian.PutUint64(badSize.mem[offDataSize:], 3000)
+	badVersion := newWriter(1 << 12)
+	binary.LittleEndian.PutUint32(badVersion.mem[offVersion:], 99)
+	cases := []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"short", make([]byte, 100), ErrNotReady.Error()},
+		{"no magic yet", notReady.mem, ErrNotReady.Error()},
+		{"data size not a power of two", badSize.mem, "bad data size"},
+		{"newer version", badVersion.mem, "version 99"},
+	}
+	for _, c := range cases {
+		p := filepath.Join(dir, c.name)
+		os.WriteFile(p, c.data, 0o600)
+		r, err := Open(p)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Open = %v, %v; want error containing %q", c.name, r, err, c.want)
+		}
+	}
+	if _, err := Open(filepath.Join(dir, "missing")); err == nil {
+		t.Errorf("Open of a missing file succeeded")
+	}
+}
+
+func TestDrainRejectsBadRecord(t *testing.T) {
+	w := newWriter(1 << 12)
+	w.record(RecAlloc, 1, 9, []uint64{1, 2, 3, 4}, true) // claims 9 frames, has none
+	r, err := Open(w.file(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.Drain(func(*Record) {}); err == nil {
+		t.Errorf("a record whose length contradicts its frame count was accepted")
+	}
+}
