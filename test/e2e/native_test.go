@@ -105,3 +105,18 @@ func TestRate1IsExact(t *testing.T) {
 		t.Errorf("text report does not state dropped events:\n%s", text.stdout)
 	}
 }
+
+// Each thread's countdown starts from a drawn gap, not from zero: otherwise
+// the first allocation of every thread would be sampled, and 2000 threads
+// making one small allocation each would be overstated ~65-fold.
+func TestNoFirstAllocationBias(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "threads_once.c")
+	const threads, size, rate = 2000, 1000, 64 << 10
+	capPath, res := profile(t, dir, []string{"-q", "--rate", "64KiB", "--seed", "11"}, bin)
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	leaks := report(t, capPath, "leaks")
+	within(t, "one allocation per thread", leaks.site("one_allocation"), threads, size, rate, leaks, "one_allocation")
+}
