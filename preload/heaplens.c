@@ -24,13 +24,7 @@
 #include <unistd.h>
 #include <unwind.h>
 
-#include "heaplens_ring.h"
-
-#define EXPORT __attribute__((visibility("default")))
-#define HOT __attribute__((hot))
-#define COLD __attribute__((cold, noinline))
-#define likely(x) __builtin_expect(!!(x), 1)
-#define unlikely(x) __builtin_expect(!!(x), 0)
+#include "internal.h"
 
 /*
  * A sampled block carries two words just below the pointer we return:
@@ -41,8 +35,6 @@
  * The slow path then checks p[-2] against the address, so a stray copy of a
  * header elsewhere is never taken for a sampled block.
  */
-#define HDR 16u
-
 typedef void *(*malloc_fn)(size_t);
 typedef void (*free_fn)(void *);
 typedef void *(*calloc_fn)(size_t, size_t);
@@ -63,20 +55,7 @@ static void *boot_pvalloc(size_t n);
 static size_t boot_usable(void *p);
 
 /* Read on every call: keep it together, in one cache line where possible. */
-static struct {
-	uint64_t secret;
-	uint64_t mix; /* odd: p * mix hides the offset word */
-	malloc_fn malloc;
-	free_fn free;
-	calloc_fn calloc;
-	realloc_fn realloc;
-	memalign_fn memalign;
-	posix_memalign_fn posix_memalign;
-	memalign_fn aligned_alloc;
-	malloc_fn valloc;
-	malloc_fn pvalloc;
-	usable_fn usable;
-} real __attribute__((aligned(64))) = {
+struct hl_real real __attribute__((aligned(64))) = {
 	0, 0, boot_malloc, boot_free, boot_calloc, boot_realloc, boot_memalign,
 	boot_posix_memalign, boot_aligned_alloc, boot_valloc, boot_pvalloc, boot_usable,
 };
@@ -116,17 +95,8 @@ static struct {
 	uint64_t early_drops; /* samples before the ring existed */
 } g;
 
-struct tls {
-	int64_t remaining; /* bytes until the next sampled byte */
-	uint64_t rng;
-	int init;
-	int busy; /* inside the hook: allocations here are never sampled */
-	uint32_t tid; /* 0 until first needed; reset in a fork child */
-	uint32_t nframes;
-	uintptr_t frames[HL_MAX_FRAMES];
-};
-/* remaining must stay first: the fast path in sample_now addresses it by name. */
-static _Thread_local struct tls tls __asm__("heaplens_tls") __attribute__((tls_model("initial-exec"), used));
+
+_Thread_local struct tls tls __asm__("heaplens_tls") __attribute__((tls_model("initial-exec"), used));
 
 static uint32_t tid(void)
 {
@@ -135,7 +105,7 @@ static uint32_t tid(void)
 	return tls.tid;
 }
 
-static int64_t now_ns(clockid_t c)
+int64_t now_ns(clockid_t c)
 {
 	struct timespec ts;
 	clock_gettime(c, &ts);
@@ -152,7 +122,6 @@ static int in_boot(const void *p)
 	return (const char *)p >= boot_buf && (const char *)p < boot_buf + sizeof boot_buf;
 }
 
-static void *tag(void *raw, uint64_t off);
 
 /* Bootstrap blocks are tagged like sampled blocks; p[-3] holds their size. */
 static void *boot_alloc(size_t n)
@@ -231,7 +200,9 @@ static size_t boot_usable(void *p) { return BOOT_READY() ? real.usable(p) : 0; }
 
 /* ---- the ring ---- */
 
-static int ring_reserve(uint64_t len, uint64_t *pos)
+struct hl_ring_header *ring_now(void) { return __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE); }
+
+int ring_reserve(uint64_t len, uint64_t *pos)
 {
 	struct hl_ring_header *h = g.ring;
 	uint64_t head = __atomic_load_n(&h->head, __ATOMIC_RELAXED);
@@ -246,12 +217,22 @@ static int ring_reserve(uint64_t len, uint64_t *pos)
 	return 1;
 }
 
-static inline void ring_put(uint64_t pos, uint64_t w)
+void ring_put(uint64_t pos, uint64_t w)
 {
 	*(uint64_t *)(g.data + (pos & g.mask)) = w;
 }
 
-static inline void ring_commit(uint64_t pos, uint64_t hdr)
+/* Writes n bytes from pos, zero-padded to whole words. */
+void ring_put_bytes(uint64_t pos, const void *src, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i += 8) {
+		uint64_t w = 0;
+		memcpy(&w, (const char *)src + i, n - i < 8 ? n - i : 8);
+		ring_put(pos + i, w);
+	}
+}
+
+void ring_commit(uint64_t pos, uint64_t hdr)
 {
 	__atomic_store_n((uint64_t *)(g.data + (pos & g.mask)), hdr, __ATOMIC_RELEASE);
 }
@@ -364,12 +345,7 @@ static void emit_module(const struct module *m)
 	for (uint32_t i = 0; i < m->nseg; i++)
 		for (int j = 0; j < 4; j++)
 			ring_put(at, m->seg[i][j]), at += 8;
-	const char *p = g.pool + m->path_off;
-	for (uint64_t i = 0; i < plen; i += 8) {
-		uint64_t w = 0;
-		memcpy(&w, p + i, plen - i < 8 ? plen - i : 8);
-		ring_put(at, w), at += 8;
-	}
+	ring_put_bytes(at, g.pool + m->path_off, plen);
 	ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_MODULE, 0, m->nseg));
 }
 
@@ -500,6 +476,7 @@ __attribute__((constructor)) static void heaplens_init(void)
 	init_global();
 	if (g.active) {
 		scan_modules();
+		py_detect();
 		__atomic_fetch_or(&g.ring->flags, HL_FLAG_INIT_DONE, __ATOMIC_RELEASE);
 	}
 	tls.busy--;
@@ -527,6 +504,7 @@ static void atfork_child(void)
 	}
 	for (uint32_t i = 0; i < g.nmod; i++)
 		emit_module(&g.mod[i]);
+	py_atfork_child();
 	__atomic_fetch_or(&g.ring->flags, HL_FLAG_INIT_DONE, __ATOMIC_RELEASE);
 	tls.tid = 0;
 	if (!g.seeded)
@@ -553,8 +531,14 @@ static int64_t draw_gap(void)
 	return gap > 4e18 ? (int64_t)4e18 : (int64_t)gap;
 }
 
-/* Called when the countdown crossed zero. Returns 1 when this allocation is sampled. */
-static COLD int sample_slow(size_t n)
+/*
+ * Called when the countdown crossed zero. Returns 1 when this allocation is
+ * sampled. While a Python interpreter's PyMem hooks wait to be installed,
+ * the countdown is cut to 1 byte so that every allocation comes here and the
+ * hooks go in right after the interpreter starts; the bytes held back are
+ * kept in tls.owed, so the sampling itself is unchanged.
+ */
+COLD int sample_slow(size_t n)
 {
 	if (tls.busy) { /* our own allocations: invisible to the sampler */
 		tls.remaining += (int64_t)n;
@@ -579,36 +563,28 @@ static COLD int sample_slow(size_t n)
 		tls.rng = splitmix(&s);
 		/* Starting from a drawn gap, not from zero, keeps the first allocation of a thread unbiased. */
 		tls.remaining += draw_gap();
-		if (tls.remaining > 0)
-			return 0;
 	}
 	if (!g.active) {
 		tls.remaining = INT64_MAX / 2;
 		return 0;
 	}
-	tls.remaining = draw_gap();
-	return 1;
+	int pending = __atomic_load_n(&py_pending, __ATOMIC_RELAXED);
+	if (pending) {
+		tls.busy++;
+		py_try_install();
+		tls.busy--;
+		pending = __atomic_load_n(&py_pending, __ATOMIC_RELAXED);
+	}
+	int64_t left = tls.remaining + tls.owed;
+	int sampled = left <= 0;
+	if (sampled)
+		left = draw_gap();
+	tls.remaining = left, tls.owed = 0;
+	if (pending && left > 1)
+		tls.remaining = 1, tls.owed = left - 1;
+	return sampled;
 }
 
-/*
- * The unsampled fast path: remaining -= n, and on to the real allocator
- * unless it reached zero. Written as one subtract from thread-local memory
- * and a signed branch on its flags; C would add a load, a store and a test.
- * jle after sub is exactly "old remaining <= n" in signed arithmetic.
- */
-static inline __attribute__((always_inline)) int sample_now(size_t n)
-{
-	__asm__ goto("movq heaplens_tls@gottpoff(%%rip), %%rax\n\t"
-		     "subq %0, %%fs:(%%rax)\n\t"
-		     "jle %l[slow]"
-		     :
-		     : "r"(n)
-		     : "rax", "cc", "memory"
-		     : slow);
-	return 0;
-slow:
-	return sample_slow(n);
-}
 
 static _Unwind_Reason_Code unwind_cb(struct _Unwind_Context *ctx, void *arg)
 {
@@ -624,12 +600,15 @@ static _Unwind_Reason_Code unwind_cb(struct _Unwind_Context *ctx, void *arg)
 	return _URC_NO_REASON;
 }
 
-static COLD void record_alloc(void *p, size_t n, int func)
+COLD void record_alloc(void *p, size_t n, int func)
 {
 	int saved = errno;
+	int64_t rem = tls.remaining, owed = tls.owed; /* what the unwinder allocates is not the program's */
 	tls.busy++;
 	tls.nframes = 0;
 	_Unwind_Backtrace(unwind_cb, NULL);
+	py_check_final();
+	py_walk();
 	uint32_t nf = tls.nframes, flags = 0;
 	if (nf >= HL_MAX_FRAMES)
 		flags |= HL_ALLOC_TRUNCATED;
@@ -644,7 +623,9 @@ static COLD void record_alloc(void *p, size_t n, int func)
 			scan_modules();
 			break;
 		}
-	uint64_t len = 40 + 8 * (uint64_t)nf, pos;
+	if (tls.npy)
+		py_emit_codes();
+	uint64_t len = 40 + 8 * (uint64_t)nf + 16 * (uint64_t)tls.npy, pos;
 	if (!ring_reserve(len, &pos)) {
 		count_drop(&h->dropped_alloc);
 		goto out;
@@ -654,27 +635,34 @@ static COLD void record_alloc(void *p, size_t n, int func)
 	ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
 	ring_put(pos + 16, (uint64_t)(uintptr_t)p);
 	ring_put(pos + 24, n);
-	ring_put(pos + 32, (uint64_t)tid() | (uint64_t)flags << 32);
+	if (func >= HL_FUNC_PYMEM_MALLOC)
+		flags |= HL_ALLOC_PYMEM;
+	ring_put(pos + 32, (uint64_t)tid() | (uint64_t)flags << 32 | (uint64_t)tls.npy << 48);
 	for (uint32_t i = 0; i < nf; i++)
 		ring_put(pos + 40 + 8 * (uint64_t)i, tls.frames[i]);
+	for (uint32_t i = 0; i < 2 * tls.npy; i++)
+		ring_put(pos + 40 + 8 * (uint64_t)(nf + i), tls.py[i]);
 	ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_ALLOC, (uint32_t)func, nf));
 out:
 	tls.busy--;
+	tls.remaining = rem, tls.owed = owed;
 	errno = saved;
 }
 
 /* Must be called before the block is released, so that a reuse of the address is recorded after it. */
-static COLD void record_free(void *p)
+COLD void record_free(void *p)
 {
 	struct hl_ring_header *h = __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE);
 	uint64_t pos;
 	if (!h)
 		return;
+	int saved = errno;
+	py_check_final();
 	if (!ring_reserve(32, &pos)) {
 		__atomic_fetch_add(&h->dropped_free, 1, __ATOMIC_RELAXED);
+		errno = saved;
 		return;
 	}
-	int saved = errno;
 	ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
 	ring_put(pos + 16, (uint64_t)(uintptr_t)p);
 	ring_put(pos + 24, (uint64_t)tid());
@@ -684,23 +672,8 @@ static COLD void record_free(void *p)
 
 /* ---- sampled blocks ---- */
 
-static inline uint64_t off_of(const void *p)
-{
-	return ((const uint64_t *)p)[-2] ^ ((uint64_t)(uintptr_t)p * real.mix);
-}
 
-/* The full check; free's fast path does only its first half. */
-static inline int tagged(const void *p)
-{
-	if (((const uint64_t *)p)[-1] != real.secret)
-		return 0;
-	uint64_t off = off_of(p);
-	return off >= HDR && off <= (1ull << 40) && !(off & (off - 1));
-}
-
-static inline void *raw_of(void *p) { return (char *)p - off_of(p); }
-
-static void *tag(void *raw, uint64_t off)
+void *tag(void *raw, uint64_t off)
 {
 	uint64_t *p = (uint64_t *)((char *)raw + off);
 	p[-2] = off ^ ((uint64_t)(uintptr_t)p * real.mix);

@@ -44,7 +44,11 @@ struct hl_ring_header {
 	uint64_t dropped_free;  /* frees of sampled blocks not recorded */
 	uint64_t dropped_other; /* MODULE records not recorded */
 	uint64_t truncated_stacks; /* stacks cut at HL_MAX_FRAMES */
-	uint8_t pad3[1024 - 288];
+	uint32_t py_version; /* PY_VERSION_HEX of the interpreter in this process, 0 if none */
+	uint32_t py_status;  /* HL_PY_* */
+	uint64_t py_eval;    /* address of _PyEval_EvalFrameDefault: its module is the interpreter */
+	uint64_t py_hooked;  /* 1 once the PyMem hooks are installed */
+	uint8_t pad3[1024 - 312];
 
 	char cmdline[2048]; /* /proc/self/cmdline: NUL-separated, possibly cut */
 	char exe[1024];     /* readlink(/proc/self/exe) */
@@ -62,10 +66,26 @@ struct hl_ring_header {
 #define HL_REC_ALLOC 1u  /* time, addr, size, tid|flags<<32, frames[count] (leaf first) */
 #define HL_REC_FREE 2u   /* time, addr, tid */
 #define HL_REC_MODULE 3u /* time, load bias, path length, segments[count] {vaddr, memsz, offset, flags}, path */
+#define HL_REC_CODE 4u   /* code, identity|firstlineno<<32, filename kind|len<<8, qualname kind|len<<8, table len, bytes */
+#define HL_REC_MARK 5u   /* time, kind (HL_MARK_*) */
+
+#define HL_MARK_PY_FINALIZING 1u /* the interpreter started shutting down: the program itself is done */
 
 #define HL_ALLOC_TRUNCATED 1u /* flags: the stack was cut at HL_MAX_FRAMES */
+#define HL_ALLOC_PYMEM 2u     /* flags: allocated through a PyMem domain (a Python object) */
+/* An ALLOC's word 4 is tid | flags << 32 | python frame count << 48; the
+ * python frames follow the native ones, two words each: the code object's
+ * address, and identity << 32 | activation_end << 31 | (position + 1). */
+#define HL_PY_ACTIVATION_END (1ull << 31)
+#define HL_MAX_PYFRAMES 1024
 
-#define HL_MAX_FRAMES 1024
+/* py_status */
+#define HL_PY_NONE 0u        /* no Python interpreter in the process */
+#define HL_PY_ACTIVE 1u      /* Python frames are recorded */
+#define HL_PY_UNSUPPORTED 2u /* an interpreter whose layout heaplens does not know */
+#define HL_PY_OFF 3u         /* turned off (HEAPLENS_PYTHON=0) */
+
+#define HL_MAX_FRAMES 4096
 #define HL_MAX_SEGMENTS 16
 
 enum hl_func {
@@ -78,6 +98,9 @@ enum hl_func {
 	HL_FUNC_MEMALIGN,
 	HL_FUNC_VALLOC,
 	HL_FUNC_PVALLOC,
+	HL_FUNC_PYMEM_MALLOC,
+	HL_FUNC_PYMEM_CALLOC,
+	HL_FUNC_PYMEM_REALLOC,
 };
 
 static inline uint64_t hl_rec_header(uint32_t len, uint32_t type, uint32_t func, uint32_t count)

@@ -19,7 +19,12 @@ const usage = `heaplens: which code holds your memory
 
 usage:
   heaplens run [-o CAPTURE] [--rate SIZE] [--seed N] -- COMMAND [ARGS...]
-  heaplens report CAPTURE [--view allocs|leaks] [--format text|folded] [-o OUT]
+  heaplens report CAPTURE [--view peak|leaks|live|allocs|temporary|timeline]
+                  [--format text|folded|pprof|speedscope|json|html] [-o OUT]
+                  [--pid PID] [--thread TID] [--focus RE] [--hide RE]
+                  [--at D] [--lifetime D] [--min-age D]
+  heaplens serve CAPTURE [--addr 127.0.0.1:0]
+  heaplens run --live [--live-wait] ... -- COMMAND
   heaplens version
 
 Run "heaplens COMMAND -h" for the flags of a command.
@@ -39,6 +44,8 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runCmd(args[1:], stdin, stdout, stderr)
 	case "report":
 		return reportCmd(args[1:], stdout, stderr)
+	case "serve":
+		return serveCmd(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "heaplens", version)
 		return 0
@@ -76,7 +83,12 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(sizeFlag{&o.Rate}, "rate", "mean bytes between samples, e.g. 512KiB; 1 records every allocation")
 	fs.Uint64Var(&o.Seed, "seed", 0, "fixed sampler seed, for reproducible runs (0 = random)")
 	fs.Var(sizeFlag{&o.RingSize}, "ring-size", "shared-memory ring per process, a power of two (default 16MiB)")
+	fs.BoolVar(&o.NoPython, "no-python", false, "record native frames only: no Python frames, no PyMem hooks")
+	fs.BoolVar(&o.NativePythonInternals, "native-python-internals", false, "keep the interpreter's own native frames between Python frames")
 	quiet := fs.Bool("q", false, "no summary at exit")
+	live := fs.Bool("live", false, "serve the web UI while the command runs (the URL is printed on standard error)")
+	liveAddr := fs.String("live-addr", "127.0.0.1:0", "address of the --live web UI (port 0 picks a free port)")
+	liveWait := fs.Bool("live-wait", false, "with --live, keep serving after the command ends, until interrupted")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: heaplens run [flags] -- COMMAND [ARGS...]")
 		fs.PrintDefaults()
@@ -92,6 +104,9 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if o.RingSize != 0 && (o.RingSize < 64<<10 || o.RingSize&(o.RingSize-1) != 0) {
 		fmt.Fprintf(stderr, "heaplens run: --ring-size must be a power of two of at least 64KiB, not %s\n", size.FormatSize(o.RingSize))
 		return 2
+	}
+	if *live {
+		o.Started = func(capturePath string) { startLive(capturePath, *liveAddr, stderr) }
 	}
 	res, err := launch.Run(o)
 	if err != nil {
@@ -112,6 +127,9 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if err := printSummary(stderr, res); err != nil {
 			fmt.Fprintf(stderr, "heaplens: summary: %v\n", err)
 		}
+	}
+	if *live && *liveWait && liveURL != "" {
+		waitInterrupt(stderr)
 	}
 	return res.ExitCode
 }

@@ -6,17 +6,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/export"
 	"github.com/heaplens/heaplens/internal/heap"
+	"github.com/heaplens/heaplens/internal/web"
 )
 
-// views computes each view a report can show.
-var views = map[string]func(*capture.Capture, heap.Options) *heap.Profile{
-	"allocs": heap.Allocs,
-	"leaks":  heap.Leaks,
-}
+// formats are the --format values of heaplens report.
+var formats = []string{"text", "folded", "pprof", "speedscope", "json", "html"}
 
 // parseInterspersed lets flags come after positional arguments, as in
 // `heaplens report CAPTURE --view leaks`.
@@ -34,15 +33,48 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// queryFlags registers the view and filter flags shared by report and serve.
+func queryFlags(fs *flag.FlagSet, q *export.Query) {
+	fs.StringVar(&q.View, "view", q.View, "view: "+strings.Join(export.Views, ", "))
+	fs.DurationVar(&q.At, "at", 0, "live: time into the run, e.g. 1.5s")
+	fs.DurationVar(&q.Lifetime, "lifetime", heap.DefaultLifetime, "temporary: blocks freed within this long of their allocation")
+	fs.DurationVar(&q.MinAge, "min-age", 0, "leaks: only blocks at least this old when the process's records end")
+	fs.IntVar(&q.PID, "pid", 0, "only this process (every image of the pid)")
+	var thread uint
+	fs.Func("thread", "only allocations made by this thread id", func(s string) error {
+		_, err := fmt.Sscan(s, &thread)
+		q.Thread = uint32(thread)
+		return err
+	})
+	fs.StringVar(&q.Focus, "focus", "", "only stacks with a frame matching this regexp")
+	fs.StringVar(&q.Hide, "hide", "", "leave frames matching this regexp out of stacks")
+}
+
+// loadCapture loads a capture, reporting damage on stderr. ok is false when
+// nothing usable was read.
+func loadCapture(path, cmd string, stderr io.Writer) (c *capture.Capture, corrupt bool, ok bool) {
+	c, err := capture.Load(path)
+	var ce *capture.CorruptError
+	if err != nil && !errors.As(err, &ce) {
+		fmt.Fprintf(stderr, "heaplens %s: %v\n", cmd, err)
+		return nil, false, false
+	}
+	if ce != nil {
+		fmt.Fprintf(stderr, "heaplens %s: %s: %v; reporting what is valid before the damage\n", cmd, path, ce)
+	}
+	return c, ce != nil, true
+}
+
 func reportCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("heaplens report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	view := fs.String("view", "leaks", "allocs (everything allocated) or leaks (live when each process ended)")
-	format := fs.String("format", "text", "text or folded")
+	q := export.Query{View: "leaks"}
+	queryFlags(fs, &q)
+	format := fs.String("format", "text", "output: "+strings.Join(formats, ", "))
 	out := fs.String("o", "", "write the report to this file instead of standard output")
 	top := fs.Int("top", 20, "stacks shown by the text format")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: heaplens report CAPTURE [--view allocs|leaks] [--format text|folded] [-o OUT]")
+		fmt.Fprintln(stderr, "usage: heaplens report CAPTURE [--view V] [--format F] [-o OUT] [filters]")
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterspersed(fs, args)
@@ -54,23 +86,27 @@ func reportCmd(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	compute, ok := views[*view]
+	if !contains(export.Views, q.View) {
+		fmt.Fprintf(stderr, "heaplens report: unknown view %q (%s)\n", q.View, strings.Join(export.Views, ", "))
+		return 2
+	}
+	if !contains(formats, *format) {
+		fmt.Fprintf(stderr, "heaplens report: unknown format %q (%s)\n", *format, strings.Join(formats, ", "))
+		return 2
+	}
+	if *format == "html" && *out == "" {
+		fmt.Fprintln(stderr, "heaplens report: --format html needs -o FILE.html")
+		return 2
+	}
+	c, corrupt, ok := loadCapture(pos[0], "report", stderr)
 	if !ok {
-		fmt.Fprintf(stderr, "heaplens report: unknown view %q (allocs or leaks)\n", *view)
-		return 2
-	}
-	if *format != "text" && *format != "folded" {
-		fmt.Fprintf(stderr, "heaplens report: unknown format %q (text or folded)\n", *format)
-		return 2
-	}
-	c, loadErr := capture.Load(pos[0])
-	var corrupt *capture.CorruptError
-	if loadErr != nil && !errors.As(loadErr, &corrupt) {
-		fmt.Fprintf(stderr, "heaplens report: %v\n", loadErr)
 		return 1
 	}
-	if corrupt != nil {
-		fmt.Fprintf(stderr, "heaplens report: %s: %v; reporting what is valid before the damage\n", pos[0], corrupt)
+	q.ByThread = *format == "pprof"
+	res, err := q.Compute(c)
+	if err != nil {
+		fmt.Fprintf(stderr, "heaplens report: %v\n", err)
+		return 2
 	}
 	w := stdout
 	if *out != "" {
@@ -82,17 +118,90 @@ func reportCmd(args []string, stdout, stderr io.Writer) int {
 		defer f.Close()
 		w = f
 	}
-	p := compute(c, heap.Options{})
-	if *format == "folded" {
-		err = export.Folded(w, c, p)
-	} else {
-		err = export.Text(w, c, p, export.TextOptions{Top: *top})
+	cc, p := res.Capture, res.Profile
+	switch *format {
+	case "folded":
+		err = export.Folded(w, cc, p)
+	case "pprof":
+		inuse := p
+		if q.View == "allocs" { // Go's shape: in-use at the end beside allocated
+			opt := q
+			opt.View = "leaks"
+			var lr *export.Result
+			if lr, err = opt.Compute(c); err == nil {
+				inuse = lr.Profile
+				inuse.View = "allocs"
+			}
+		}
+		if err == nil {
+			err = export.PProf(w, cc, res.Allocs, inuse)
+		}
+	case "speedscope":
+		err = export.Speedscope(w, cc, p)
+	case "json":
+		err = export.JSON(w, cc, p, export.DocOptions{Timeline: res.Timeline, Filter: res.Filter})
+	case "html":
+		err = web.WriteHTML(w, res.Doc())
+	default:
+		if q.View == "timeline" {
+			err = export.TimelineText(w, cc, res.Timeline)
+		} else {
+			err = export.Text(w, cc, p, export.TextOptions{Top: *top})
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "heaplens report: %v\n", err)
 		return 1
 	}
-	if corrupt != nil {
+	if *out != "" && *format == "html" {
+		fmt.Fprintf(stderr, "heaplens report: wrote %s (open it in a browser; it needs no network)\n", *out)
+	}
+	if corrupt {
+		return 1
+	}
+	return 0
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// serveCmd serves the web UI of a capture until interrupted.
+func serveCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("heaplens serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:0", "address to listen on (port 0 picks a free port); keep 127.0.0.1 unless you mean to expose it")
+	view := fs.String("view", "peak", "view shown first: "+strings.Join(export.Views, ", "))
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: heaplens serve CAPTURE [--addr HOST:PORT] [--view V]")
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return 2
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(stderr, "heaplens serve: name one capture file")
+		return 2
+	}
+	srv := &web.Server{Path: pos[0], View: *view}
+	if _, err := srv.Capture(); err != nil {
+		fmt.Fprintf(stderr, "heaplens serve: %v\n", err)
+		return 1
+	}
+	url, serve, err := web.Listen(*addr, srv)
+	if err != nil {
+		fmt.Fprintf(stderr, "heaplens serve: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "heaplens: serving %s at %s (Ctrl-C to stop)\n", pos[0], url)
+	if err := serve(); err != nil {
+		fmt.Fprintf(stderr, "heaplens serve: %v\n", err)
 		return 1
 	}
 	return 0

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/heaplens/heaplens/internal/capture"
@@ -17,8 +18,14 @@ func printSummary(w io.Writer, res *launch.Result) error {
 		return err
 	}
 	if err := export.Summary(w, c, heap.Allocs(c, heap.Options{}), heap.Leaks(c, heap.Options{}),
-		export.SummaryOptions{Status: res.Status, Capture: res.Capture}); err != nil {
+		export.SummaryOptions{Status: res.Status, Capture: res.Capture,
+			Peak: heap.Peak(c, heap.Options{}), Timeline: heap.TimelineOf(c, heap.Options{})}); err != nil {
 		return err
+	}
+	for _, p := range c.Processes {
+		if p.PythonNote != "" {
+			fmt.Fprintf(w, "  pid %d: %s\n", p.PID, p.PythonNote)
+		}
 	}
 	return err // a damaged capture is still summarised, then reported
 }

@@ -22,7 +22,7 @@ func full() []any {
 		&Meta{FormatVersion: 1, HeaplensVersion: "0.1.0-dev", Rate: 512 << 10, StartUnixNano: 1_700_000_000_123_456_789,
 			Command: []string{"python3", "-c", "print('héllo; world')"}, Host: "build-7"},
 		&Process{Stream: 3, PID: 4242, PPID: 1, StartMonoNano: 99_000_000_001, StartUnixNano: -5,
-			Cmdline: []string{"/usr/bin/python3", "app.py", ""}, Exe: "/usr/bin/python3.12"},
+			Cmdline: []string{"/usr/bin/python3", "app.py", ""}, Exe: "/usr/bin/python3.12", Python: "3.12.1", PythonNote: "note"},
 		&Mapping{ID: 7, Stream: 3, Start: 0x7f00_0000_0000, Limit: 0x7f00_0010_0000, Offset: 0x1000,
 			LoadBias: 0x7eff_ffff_f000, File: "/usr/lib/libc.so.6", BuildID: "deadbeef00", TimeNano: 99_000_000_500},
 		&Location{ID: 11, MappingID: 7, Address: 0x7f00_0000_1234, Lines: []Line{
@@ -39,6 +39,7 @@ func full() []any {
 		&End{Stream: 3, TimeNano: 99_100_000_000, ExitCode: -1, Signal: 9, Signaled: true, Known: true, Exec: true,
 			DroppedAllocs: 12, DroppedFrees: 3, LostBytes: 4096},
 		&End{Stream: 4, Known: true, ExitCode: 2},
+		&RSS{Stream: 3, TimeNano: 99_000_003_000, Bytes: 1 << 33},
 	}
 }
 
@@ -63,6 +64,8 @@ func write(t testing.TB, w *Writer, r any) {
 		err = w.Free(r)
 	case *End:
 		err = w.End(r)
+	case *RSS:
+		err = w.RSS(r)
 	default:
 		t.Fatalf("unknown record %T", r)
 	}
@@ -93,6 +96,9 @@ func recordValue(rec *Record) any {
 		return &f
 	case RecEnd:
 		return rec.End
+	case RecRSS:
+		r := rec.RSS
+		return &r
 	}
 	return nil
 }
@@ -177,6 +183,9 @@ func TestLoad(t *testing.T) {
 	}
 	if len(c.Mappings) != 1 || len(c.Locations) != 2 || len(c.Stacks) != 2 || len(c.Ends) != 2 {
 		t.Errorf("maps: %d mappings, %d locations, %d stacks, %d ends", len(c.Mappings), len(c.Locations), len(c.Stacks), len(c.Ends))
+	}
+	if len(c.RSS) != 1 || c.RSS[0].Bytes != 1<<33 {
+		t.Errorf("RSS = %+v, want the one RSS record", c.RSS)
 	}
 	if len(c.Allocs) != 302 || len(c.Frees) != 151 || len(c.FreeOrder) != 151 {
 		t.Errorf("%d allocs, %d frees, %d free orders", len(c.Allocs), len(c.Frees), len(c.FreeOrder))

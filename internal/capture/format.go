@@ -50,12 +50,13 @@ const (
 	RecAlloc    RecordType = 6
 	RecFree     RecordType = 7
 	RecEnd      RecordType = 8
+	RecRSS      RecordType = 9
 )
 
 var recordNames = map[RecordType]string{
 	RecMeta: "Meta", RecProcess: "Process", RecMapping: "Mapping",
 	RecLocation: "Location", RecStack: "Stack", RecAlloc: "Alloc",
-	RecFree: "Free", RecEnd: "End",
+	RecFree: "Free", RecEnd: "End", RecRSS: "RSS",
 }
 
 // String returns the record type's name, or "type(N)" for unknown types.
@@ -109,7 +110,9 @@ func appendProcess(b []byte, p *Process) []byte {
 	b = binary.AppendVarint(b, p.StartMonoNano)
 	b = binary.AppendVarint(b, p.StartUnixNano)
 	b = appendStrings(b, p.Cmdline)
-	return appendString(b, p.Exe)
+	b = appendString(b, p.Exe)
+	b = appendString(b, p.Python)
+	return appendString(b, p.PythonNote)
 }
 
 func appendMapping(b []byte, m *Mapping) []byte {
@@ -183,6 +186,12 @@ func appendEnd(b []byte, e *End) []byte {
 	b = binary.AppendUvarint(b, e.DroppedAllocs)
 	b = binary.AppendUvarint(b, e.DroppedFrees)
 	return binary.AppendUvarint(b, e.LostBytes)
+}
+
+func appendRSS(b []byte, r *RSS) []byte {
+	b = binary.AppendUvarint(b, uint64(r.Stream))
+	b = binary.AppendVarint(b, r.TimeNano)
+	return binary.AppendUvarint(b, r.Bytes)
 }
 
 // errShort and friends describe why a body failed to decode.
@@ -335,6 +344,10 @@ func decodeProcess(b []byte, p *Process) error {
 	p.StartUnixNano = d.varint()
 	p.Cmdline = d.strings()
 	p.Exe = d.string()
+	if len(d.b) > 0 { // appended in heaplens 0.2
+		p.Python = d.string()
+		p.PythonNote = d.string()
+	}
 	return d.err
 }
 
@@ -415,5 +428,13 @@ func decodeEnd(b []byte, e *End) error {
 	e.DroppedAllocs = d.uvarint()
 	e.DroppedFrees = d.uvarint()
 	e.LostBytes = d.uvarint()
+	return d.err
+}
+
+func decodeRSS(b []byte, r *RSS) error {
+	d := decoder{b: b}
+	r.Stream = d.u32()
+	r.TimeNano = d.varint()
+	r.Bytes = d.uvarint()
 	return d.err
 }

@@ -21,6 +21,7 @@ type Capture struct {
 	Allocs    []Alloc         // file order
 	Frees     []Free          // file order
 	Ends      map[uint32]*End // by stream
+	RSS       []RSS           // file order
 
 	// FreeOrder keeps the file order between Allocs and Frees, which the
 	// two slices alone lose: Frees[i] came after Allocs[:FreeOrder[i]] and
@@ -132,6 +133,8 @@ func ReadAll(r io.Reader) (*Capture, error) {
 				continue
 			}
 			c.Ends[rec.End.Stream] = rec.End
+		case RecRSS:
+			c.RSS = append(c.RSS, rec.RSS)
 		}
 	}
 	c.Skipped = rd.Skipped()

@@ -23,6 +23,8 @@ type Process struct {
 	StartUnixNano int64
 	Cmdline       []string
 	Exe           string
+	Python        string // the interpreter's version ("3.11.7"), empty if none
+	PythonNote    string // why Python frames are missing, when they are
 }
 
 // Mapping is a loaded ELF module of one stream, as pprof understands mappings:
@@ -97,6 +99,15 @@ type End struct {
 	DroppedAllocs uint64
 	DroppedFrees  uint64
 	LostBytes     uint64 // ring bytes reserved but never committed (a writer died mid-record)
+}
+
+// RSS is the resident set size of a stream's process, sampled by the agent
+// from /proc while the target runs (about every 100 ms), to draw beside the
+// estimated heap.
+type RSS struct {
+	Stream   uint32
+	TimeNano int64  // CLOCK_MONOTONIC, like every other time
+	Bytes    uint64 // resident bytes
 }
 
 // Hooked function identifiers, as in preload/heaplens_ring.h.

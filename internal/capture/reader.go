@@ -89,6 +89,7 @@ type Record struct {
 	Alloc    Alloc
 	Free     Free
 	End      *End
+	RSS      RSS
 }
 
 // A Reader reads records from a capture stream in file order.
@@ -250,6 +251,8 @@ func (r *Reader) decode(t RecordType, body []byte) (*Record, error) {
 	case RecEnd:
 		rec.End = new(End)
 		err = decodeEnd(body, rec.End)
+	case RecRSS:
+		err = decodeRSS(body, &rec.RSS)
 	default:
 		return nil, nil
 	}

@@ -154,6 +154,15 @@ func (w *Writer) End(e *End) error {
 	return w.record(RecEnd)
 }
 
+// RSS writes a resident-set-size sample of a stream's process.
+func (w *Writer) RSS(r *RSS) error {
+	if w.err != nil {
+		return w.err
+	}
+	w.scratch = appendRSS(w.scratch[:0], r)
+	return w.record(RecRSS)
+}
+
 // Flush compresses the pending records, however few, into one chunk and
 // writes it, so that everything written so far survives if the process is
 // killed. It writes nothing when no records are pending.

@@ -33,8 +33,13 @@ type Collector struct {
 	awaited  map[int]bool // pids whose end the agent learns by waiting
 	warnings []string
 
+	// NativePythonInternals keeps the interpreter's own frames in stacks
+	// that have Python frames.
+	NativePythonInternals bool
+
 	// Totals for the summary.
 	Allocs, Frees uint64
+	pyCodes       int
 }
 
 type symKey struct {
@@ -52,6 +57,11 @@ type stream struct {
 	ended  bool
 	keyBuf []byte
 	locBuf []uint64
+
+	announced bool      // its Process record is written
+	py        *pyStream // nil when the process runs no Python
+	finalized bool      // the interpreter started shutting down: the program is done
+	late      uint64    // records after that, left out
 }
 
 type module struct {
@@ -171,14 +181,30 @@ func (c *Collector) discover() error {
 		s.id = uint32(len(c.order) + 1)
 		c.streams[s.name] = s
 		c.order = append(c.order, s)
-		h := s.hdr
-		if err := c.w.Process(&capture.Process{
-			Stream: s.id, PID: h.PID, PPID: h.PPID,
-			StartMonoNano: h.StartMonoNano, StartUnixNano: h.StartUnixNano,
-			Cmdline: h.Cmdline, Exe: h.Exe,
-		}); err != nil {
-			return fmt.Errorf("collect: %w", err)
-		}
+	}
+	return nil
+}
+
+// announce writes the stream's Process record once its start-up is done,
+// when what the library found out about Python is known.
+func (c *Collector) announce(s *stream) error {
+	if s.announced {
+		return nil
+	}
+	s.announced = true
+	h := s.hdr
+	p := s.r.Python()
+	version, note := pythonInfo(p)
+	if p.Status == ring.PyActive {
+		s.py = &pyStream{minor: int(p.Version >> 16 & 0xff), eval: p.EvalAddr,
+			codes: map[codeKey]*pyCode{}, locs: map[pyLocKey]uint64{}, native: map[uint64]frameClass{}}
+	}
+	if err := c.w.Process(&capture.Process{
+		Stream: s.id, PID: h.PID, PPID: h.PPID,
+		StartMonoNano: h.StartMonoNano, StartUnixNano: h.StartUnixNano,
+		Cmdline: h.Cmdline, Exe: h.Exe, Python: version, PythonNote: note,
+	}); err != nil {
+		return fmt.Errorf("collect: %w", err)
 	}
 	return nil
 }
@@ -198,9 +224,16 @@ func processAlive(pid int) bool {
 }
 
 func (c *Collector) drain(s *stream) error {
+	if err := c.announce(s); err != nil {
+		return err
+	}
 	var werr error
 	_, err := s.r.Drain(func(rec *ring.Record) {
 		if werr != nil {
+			return
+		}
+		if s.finalized && (rec.Type == ring.RecAlloc || rec.Type == ring.RecFree) {
+			s.late++
 			return
 		}
 		switch rec.Type {
@@ -211,6 +244,10 @@ func (c *Collector) drain(s *stream) error {
 			werr = c.w.Free(&capture.Free{Stream: s.id, TID: rec.TID, TimeNano: rec.TimeNano, Addr: rec.Addr})
 		case ring.RecModule:
 			werr = c.module(s, rec)
+		case ring.RecCode:
+			c.code(s, rec.Code)
+		case ring.RecMark:
+			s.finalized = rec.Mark == ring.MarkPyFinalizing
 		}
 	})
 	if werr != nil {
@@ -279,6 +316,13 @@ func (c *Collector) alloc(s *stream, rec *ring.Record) error {
 			s.locBuf = append(s.locBuf, id)
 		}
 	}
+	if len(rec.Py) > 0 && s.py != nil {
+		merged, err := c.mergePython(s, s.locBuf, rec.Py)
+		if err != nil {
+			return err
+		}
+		s.locBuf = append(s.locBuf[:0], merged...)
+	}
 	s.keyBuf = s.keyBuf[:0]
 	for _, id := range s.locBuf {
 		s.keyBuf = binary.AppendUvarint(s.keyBuf, id)
@@ -320,10 +364,14 @@ func (c *Collector) location(s *stream, pc uint64) (uint64, error) {
 	}
 	c.nextID++
 	loc.ID = c.nextID
+	c.classify(s, s.lookup(pc), loc)
 	return loc.ID, c.w.Location(loc)
 }
 
 func (c *Collector) end(s *stream, replaced bool) error {
+	if err := c.announce(s); err != nil {
+		return err
+	}
 	s.ended = true
 	cnt := s.r.Counters()
 	e := &capture.End{Stream: s.id, DroppedAllocs: cnt.DroppedAllocs, DroppedFrees: cnt.DroppedFree}
@@ -331,7 +379,7 @@ func (c *Collector) end(s *stream, replaced bool) error {
 		e.LostBytes = cnt.Head - cnt.Tail
 	}
 	if cnt.Truncated > 0 {
-		c.warn("%d stacks of pid %d were cut at 1024 frames", cnt.Truncated, s.hdr.PID)
+		c.warn("%d stacks of pid %d were cut at 4096 native frames", cnt.Truncated, s.hdr.PID)
 	}
 	if replaced || c.replaced(s) {
 		e.Exec = true

@@ -20,9 +20,18 @@ import (
 //	0x7f12ab (libfoo.so)      nothing known but the module
 //	0x7f12ab (?)              not even the module
 //
-// Only base names are shown: full paths make stacks unreadable and differ
-// between build machines; pprof output keeps full paths.
+// Only base names are shown for native frames: full paths make stacks
+// unreadable and differ between build machines; pprof output keeps full
+// paths. Python frames (see IsPython) keep their co_filename as recorded,
+// "qualname (path/to/file.py:LINE)": module paths are what tell two
+// __init__.py apart.
 func FrameLabel(loc *capture.Location, line *capture.Line, m *capture.Mapping) string {
+	if line != nil && IsPython(loc) {
+		if line.Line > 0 {
+			return fmt.Sprintf("%s (%s:%d)", line.Function, line.File, line.Line)
+		}
+		return fmt.Sprintf("%s (%s)", line.Function, line.File)
+	}
 	module := "?"
 	if m != nil && m.File != "" {
 		module = filepath.Base(m.File)
@@ -38,6 +47,17 @@ func FrameLabel(loc *capture.Location, line *capture.Line, m *capture.Mapping) s
 		return fmt.Sprintf("%s (%s:%d)", fn, filepath.Base(line.File), line.Line)
 	}
 	return fmt.Sprintf("%s (%s)", fn, module)
+}
+
+// IsPython reports whether a location is a Python frame: no mapping, and a
+// first line whose file is a .py file or a "<...>" pseudo-file such as
+// "<string>" or "<frozen importlib._bootstrap>".
+func IsPython(loc *capture.Location) bool {
+	if loc == nil || loc.MappingID != 0 || len(loc.Lines) == 0 {
+		return false
+	}
+	f := loc.Lines[0].File
+	return strings.HasSuffix(f, ".py") || (strings.HasPrefix(f, "<") && strings.HasSuffix(f, ">"))
 }
 
 // StackFrames returns the frame labels of a stack, leaf first, with each

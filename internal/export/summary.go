@@ -15,12 +15,20 @@ import (
 type SummaryOptions struct {
 	Status  string // how the command ended, in words
 	Capture string // where the capture is
-	Top     int    // leak suspects shown; 0 means 5
+	Top     int    // leak suspects and sites at peak shown; 0 means 5
+
+	// Peak is the peak view and Timeline the timeline of the capture; when
+	// set, the summary states the peak (estimated and RSS) and its top
+	// sites.
+	Peak     *heap.Profile
+	Timeline *heap.Timeline
 }
 
 // Summary writes the few lines `heaplens run` prints when the command ends:
-// totals, the top leak suspects at their innermost frame in the program's
-// own code, drops, and how to look further.
+// the peak (estimated heap and RSS) with its top sites, totals, the top leak
+// suspects, sites at their innermost frame in the program's own code,
+// drops, and how to look further. It writes no colour or terminal escapes,
+// so it reads the same on a terminal and in a log.
 func Summary(w io.Writer, c *capture.Capture, allocs, leaks *heap.Profile, opt SummaryOptions) error {
 	top := opt.Top
 	if top == 0 {
@@ -34,6 +42,20 @@ func Summary(w io.Writer, c *capture.Capture, allocs, leaks *heap.Profile, opt S
 	fmt.Fprintf(&b, "heaplens: %s %s\n", cmd, opt.Status)
 	fmt.Fprintf(&b, "  sampled every %s on average; %d process image(s), %d samples\n",
 		size.FormatSize(c.Meta.Rate), len(c.Processes), allocs.RawSamples())
+	if tl := opt.Timeline; tl != nil {
+		at := func(t int64) string { return fmt.Sprintf("%.3f s", float64(t-tl.Start)/1e9) }
+		fmt.Fprintf(&b, "  peak        %10s estimated heap at %s", size.Human(tl.Peak.Bytes), at(tl.Peak.T))
+		if tl.PeakRSS.Bytes > 0 {
+			fmt.Fprintf(&b, "; RSS peak %s at %s", size.Human(tl.PeakRSS.Bytes), at(tl.PeakRSS.T))
+		}
+		b.WriteString("\n")
+	}
+	if pk := opt.Peak; pk != nil && len(pk.Samples) > 0 {
+		fmt.Fprintf(&b, "  top sites at peak:\n")
+		for i, s := range bySite(c, pk, top) {
+			fmt.Fprintf(&b, "    %d. %10s  %s\n", i+1, size.Human(s.bytes), s.label)
+		}
+	}
 	fmt.Fprintf(&b, "  allocated   %10s in %s objects (estimated)\n", size.Human(allocs.TotalBytes), count(allocs.TotalObjects))
 	fmt.Fprintf(&b, "  live at end %10s in %s objects (estimated)\n", size.Human(leaks.TotalBytes), count(leaks.TotalObjects))
 	if len(leaks.Samples) > 0 {
@@ -55,7 +77,9 @@ func Summary(w io.Writer, c *capture.Capture, allocs, leaks *heap.Profile, opt S
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "  capture: %s\n", opt.Capture)
-	fmt.Fprintf(&b, "  look further: heaplens report %s --view leaks   (or --view allocs, --format folded)\n", opt.Capture)
+	fmt.Fprintf(&b, "  look further: heaplens report %s --view peak   (or leaks, live --at 1s, allocs, temporary, timeline)\n", opt.Capture)
+	fmt.Fprintf(&b, "                heaplens report %s --format html -o report.html   (or pprof, speedscope, json, folded)\n", opt.Capture)
+	fmt.Fprintf(&b, "                heaplens serve %s\n", opt.Capture)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

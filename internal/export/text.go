@@ -68,7 +68,7 @@ func writeTextHeader(w io.Writer, c *capture.Capture, p *heap.Profile) {
 	}
 	var procs []*capture.Process
 	for _, pr := range c.Processes {
-		if p.Stream == 0 || pr.Stream == p.Stream {
+		if p.Covers(pr.Stream) {
 			procs = append(procs, pr)
 		}
 	}

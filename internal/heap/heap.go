@@ -12,6 +12,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/heaplens/heaplens/internal/capture"
 )
@@ -31,11 +32,40 @@ func Weight(size, rate uint64) float64 {
 
 // Options select what a view covers. It is a struct so filters can be added
 // without changing callers.
+//
+// Stream and Streams choose which heap is replayed: the peak of one process
+// is the peak of its streams only. Thread and KeepStack only choose which
+// samples of the result are kept: the live set at the peak of the process,
+// restricted to one thread's allocations, is still taken at the process's
+// peak, not at the peak of that thread's allocations.
 type Options struct {
-	Stream uint32 // only this stream; 0 = all streams
+	Stream  uint32   // only this stream; 0 = all streams
+	Streams []uint32 // only these streams (e.g. every image of one pid); nil = no restriction
+
+	Thread    uint32                    // only allocations made by this thread id; 0 = all
+	KeepStack func(stackID uint64) bool // only these stacks (a frame filter); nil = all
+	ByThread  bool                      // one Sample per (stream, stack, thread) instead of (stream, stack)
+
+	// MinAge, for Leaks: only blocks allocated at least MinAge before their
+	// stream's last record (servers that never exit cleanly).
+	MinAge time.Duration
 }
 
-func (o Options) keep(stream uint32) bool { return o.Stream == 0 || o.Stream == stream }
+func (o Options) keep(stream uint32) bool {
+	if o.Stream != 0 && o.Stream != stream {
+		return false
+	}
+	return o.Streams == nil || slices.Contains(o.Streams, stream)
+}
+
+// keepSample reports whether an allocation of a covered stream belongs in
+// the result.
+func (o Options) keepSample(a *capture.Alloc) bool {
+	if o.Thread != 0 && a.TID != o.Thread {
+		return false
+	}
+	return o.KeepStack == nil || o.KeepStack(a.StackID)
+}
 
 // Sample is the estimate for one call stack of one stream.
 type Sample struct {
@@ -44,6 +74,7 @@ type Sample struct {
 	Bytes   float64 // estimated bytes
 	Objects float64 // estimated allocations
 	Count   int     // raw samples behind the estimate
+	TID     uint32  // the allocating thread with Options.ByThread, else 0
 }
 
 // DropStats is what a stream lost, from its End record.
@@ -62,6 +93,7 @@ type Profile struct {
 	View    string   // "allocs", "leaks", …
 	Rate    uint64   // the capture's sampling rate
 	Stream  uint32   // the Options.Stream filter, 0 = all
+	Streams []uint32 // the Options.Streams filter, nil = all
 	Samples []Sample // sorted by Bytes descending, then StackID, then Stream
 
 	TotalBytes, TotalObjects float64
@@ -77,6 +109,16 @@ type Profile struct {
 	// means the free in between was lost; the older allocation is dropped
 	// from the live set rather than reported as a leak.
 	LostFrees int
+
+	// At is, for the live and peak views, the CLOCK_MONOTONIC time of the
+	// snapshot; 0 for the other views. Start is the capture's first time
+	// (see Start), so At-Start is the time into the run.
+	At, Start int64
+	// HeapAt is the estimated heap of the covered streams at At, before
+	// the thread and stack filters; for peak, the peak itself.
+	HeapAt float64
+	// Lifetime is the bound of the temporary view.
+	Lifetime time.Duration
 }
 
 // Dropped reports whether any covered stream lost records.
@@ -101,23 +143,32 @@ func (p *Profile) RawSamples() int {
 type key struct {
 	stream uint32
 	stack  uint64
+	tid    uint32
 }
 
-// builder accumulates weighted samples per (stream, stack).
+// builder accumulates weighted samples per (stream, stack), or per (stream,
+// stack, thread), of the allocations the options keep.
 type builder struct {
 	rate  uint64
+	opt   Options
 	sites map[key]*Sample
 }
 
-func newBuilder(c *capture.Capture) *builder {
-	return &builder{rate: c.Meta.Rate, sites: make(map[key]*Sample)}
+func newBuilder(c *capture.Capture, opt Options) *builder {
+	return &builder{rate: c.Meta.Rate, opt: opt, sites: make(map[key]*Sample)}
 }
 
 func (b *builder) add(a *capture.Alloc) {
-	k := key{a.Stream, a.StackID}
+	if !b.opt.keepSample(a) {
+		return
+	}
+	k := key{a.Stream, a.StackID, 0}
+	if b.opt.ByThread {
+		k.tid = a.TID
+	}
 	s := b.sites[k]
 	if s == nil {
-		s = &Sample{Stream: a.Stream, StackID: a.StackID}
+		s = &Sample{Stream: a.Stream, StackID: a.StackID, TID: k.tid}
 		b.sites[k] = s
 	}
 	w := Weight(a.Size, b.rate)
@@ -127,7 +178,7 @@ func (b *builder) add(a *capture.Alloc) {
 }
 
 func (b *builder) profile(view string, c *capture.Capture, opt Options) *Profile {
-	p := &Profile{View: view, Rate: c.Meta.Rate, Stream: opt.Stream, Drops: make(map[uint32]DropStats)}
+	p := &Profile{View: view, Rate: c.Meta.Rate, Stream: opt.Stream, Drops: make(map[uint32]DropStats), Start: Start(c), Streams: opt.Streams}
 	p.Samples = make([]Sample, 0, len(b.sites))
 	for _, s := range b.sites {
 		p.Samples = append(p.Samples, *s)
@@ -139,7 +190,10 @@ func (b *builder) profile(view string, c *capture.Capture, opt Options) *Profile
 		if c := cmp.Compare(x.StackID, y.StackID); c != 0 {
 			return c
 		}
-		return cmp.Compare(x.Stream, y.Stream)
+		if c := cmp.Compare(x.Stream, y.Stream); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.TID, y.TID)
 	})
 	// Sum in sorted order so totals do not depend on map iteration order.
 	for _, s := range p.Samples {
@@ -157,7 +211,7 @@ func (b *builder) profile(view string, c *capture.Capture, opt Options) *Profile
 // Allocs is the "allocs" view: everything allocated during the run, per
 // stream and stack, whether or not it was freed.
 func Allocs(c *capture.Capture, opt Options) *Profile {
-	b := newBuilder(c)
+	b := newBuilder(c, opt)
 	for i := range c.Allocs {
 		if a := &c.Allocs[i]; opt.keep(a.Stream) {
 			b.add(a)
@@ -214,7 +268,9 @@ func events(c *capture.Capture, opt Options) []event {
 }
 
 // Leaks is the "leaks" view: per stream, the sampled allocations still live
-// when the stream's records end (at exit, at exec, or at death).
+// when the stream's records end (at exit, at exec, or at death). With
+// Options.MinAge, only those allocated at least MinAge before the stream's
+// last record (its End record or its last event, whichever is later).
 //
 // Each stream's Allocs and Frees are replayed in time order with a live set
 // keyed by address. A free of an address that is not live is counted in
@@ -222,10 +278,19 @@ func events(c *capture.Capture, opt Options) []event {
 // live replaces the older one and counts in LostFrees: the allocator cannot
 // hand out a live address, so the older block's free was lost.
 func Leaks(c *capture.Capture, opt Options) *Profile {
-	b := newBuilder(c)
+	b := newBuilder(c, opt)
 	unmatched, lost := 0, 0
 	live := make(map[uint64]int)
-	flush := func() {
+	ev := events(c, opt)
+	flush := func(last event) {
+		cutoff := int64(math.MaxInt64)
+		if opt.MinAge > 0 {
+			end := last.time
+			if e := c.Ends[last.stream]; e != nil && e.TimeNano > end {
+				end = e.TimeNano
+			}
+			cutoff = end - int64(opt.MinAge)
+		}
 		// Add in allocation order so float sums are deterministic.
 		idx := make([]int, 0, len(live))
 		for _, i := range live {
@@ -233,14 +298,15 @@ func Leaks(c *capture.Capture, opt Options) *Profile {
 		}
 		slices.Sort(idx)
 		for _, i := range idx {
-			b.add(&c.Allocs[i])
+			if c.Allocs[i].TimeNano <= cutoff {
+				b.add(&c.Allocs[i])
+			}
 		}
 		clear(live)
 	}
-	ev := events(c, opt)
 	for k, e := range ev {
 		if k > 0 && e.stream != ev[k-1].stream {
-			flush()
+			flush(ev[k-1])
 		}
 		if e.alloc < 0 {
 			if _, ok := live[e.addr]; ok {
@@ -255,7 +321,9 @@ func Leaks(c *capture.Capture, opt Options) *Profile {
 		}
 		live[e.addr] = e.alloc
 	}
-	flush()
+	if len(ev) > 0 {
+		flush(ev[len(ev)-1])
+	}
 	out := b.profile("leaks", c, opt)
 	out.UnmatchedFrees = unmatched
 	out.LostFrees = lost
@@ -287,4 +355,9 @@ func Variance(sizes map[uint64]int, rate uint64) float64 {
 // the square root of Variance.
 func Stddev(sizes map[uint64]int, rate uint64) float64 {
 	return math.Sqrt(Variance(sizes, rate))
+}
+
+// Covers reports whether the profile covers a stream (its stream filters).
+func (p *Profile) Covers(stream uint32) bool {
+	return Options{Stream: p.Stream, Streams: p.Streams}.keep(stream)
 }

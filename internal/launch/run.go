@@ -24,11 +24,18 @@ type Options struct {
 	Rate     uint64 // bytes; 1 samples every allocation
 	Seed     uint64 // 0 draws a random seed in each process
 	RingSize uint64 // bytes per process ring; 0 = library default
-	Version  string // written into the capture
-	Stdin    io.Reader
-	Stdout   io.Writer
-	Stderr   io.Writer
-	Log      io.Writer // heaplens's own messages
+	NoPython bool   // no Python frames or PyMem hooks
+	// NativePythonInternals keeps the interpreter's own frames in stacks with Python frames.
+	NativePythonInternals bool
+	Version               string // written into the capture
+	Stdin                 io.Reader
+	Stdout                io.Writer
+	Stderr                io.Writer
+	Log                   io.Writer // heaplens's own messages
+
+	// Started, if set, is called with the capture path once the capture
+	// file holds its Meta record (heaplens run --live serves it from then).
+	Started func(capture string)
 }
 
 // Result is what a run produced.
@@ -38,10 +45,12 @@ type Result struct {
 	Capture  string // "" when nothing was profiled
 	Streams  int    // process images seen
 	Warnings []string
+	PeakRSS  uint64 // highest total RSS of the profiled processes, 0 if never read
 }
 
 const pollEvery = 20 * time.Millisecond
 const flushEvery = time.Second
+const rssEvery = 100 * time.Millisecond
 
 // Run runs the command to completion under the profiler. A command that
 // cannot be found gives ExitCode 127 and an error wrapping ErrNotFound. A
@@ -98,7 +107,12 @@ func Run(o Options) (*Result, error) {
 	}); err != nil {
 		return &Result{ExitCode: 1}, err
 	}
+	if o.Started != nil {
+		w.Flush()
+		o.Started(out)
+	}
 	col := collect.New(dir, lib, w)
+	col.NativePythonInternals = o.NativePythonInternals
 	defer col.Close()
 	col.Await(cmd.Process.Pid)
 
@@ -107,7 +121,8 @@ func Run(o Options) (*Result, error) {
 	go func() { res = wait(cmd, nil); close(done) }()
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
-	lastFlush := time.Now()
+	lastFlush, lastRSS := time.Now(), time.Time{}
+	rss := newRSSSampler(dir)
 	var collectErr error
 loop:
 	for {
@@ -119,6 +134,11 @@ loop:
 		case <-tick.C:
 			if collectErr == nil {
 				collectErr = col.Poll(false)
+			}
+			if collectErr == nil && time.Since(lastRSS) >= rssEvery {
+				rss.sync(col.Streams())
+				collectErr = rss.sample(w)
+				lastRSS = time.Now()
 			}
 			if time.Since(lastFlush) >= flushEvery {
 				w.Flush()
@@ -136,6 +156,7 @@ loop:
 	res.Capture = out
 	res.Streams = col.Streams()
 	res.Warnings = col.Warnings()
+	res.PeakRSS = rss.peak
 	if collectErr != nil {
 		return res, fmt.Errorf("collecting the profile: %w", collectErr)
 	}
@@ -223,6 +244,9 @@ func profiledEnv(env []string, lib, dir string, o Options) []string {
 	}
 	if o.RingSize != 0 {
 		out = append(out, "HEAPLENS_RING_SIZE="+strconv.FormatUint(o.RingSize, 10))
+	}
+	if o.NoPython {
+		out = append(out, "HEAPLENS_PYTHON=0")
 	}
 	return out
 }

@@ -15,8 +15,21 @@ const (
 	RecAlloc  = 1
 	RecFree   = 2
 	RecModule = 3
+	RecCode   = 4
+	RecMark   = 5
+
+	MarkPyFinalizing = 1
 
 	AllocTruncated = 1
+	AllocPyMem     = 2
+
+	PyActivationEnd = 1 << 31 // in a Python frame's position word
+
+	// Python status in the header.
+	PyNone        = 0
+	PyActive      = 1
+	PyUnsupported = 2
+	PyOff         = 3
 
 	// Byte offsets in the header.
 	offMagic        = 0
@@ -39,6 +52,10 @@ const (
 	offDroppedFree  = 264
 	offDroppedOther = 272
 	offTruncated    = 280
+	offPyVersion    = 288
+	offPyStatus     = 292
+	offPyEval       = 296
+	offPyHooked     = 304
 	offCmdline      = 1024
 	offExe          = 3072
 	maxCmdline      = 2048

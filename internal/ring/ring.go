@@ -38,6 +38,35 @@ type Counters struct {
 	DroppedOther, Truncated    uint64
 }
 
+// Python is what the library found out about a Python interpreter in the process.
+type Python struct {
+	Version  uint32 // PY_VERSION_HEX, 0 if none
+	Status   uint32 // PyNone, PyActive, PyUnsupported, PyOff
+	EvalAddr uint64 // _PyEval_EvalFrameDefault: its module is the interpreter
+	Hooked   bool   // the PyMem domains are wrapped
+}
+
+// PyFrame is one Python frame of an ALLOC record, as read from the frame.
+type PyFrame struct {
+	Code          uint64 // the code object's address
+	Identity      uint32 // distinguishes code objects that reused an address
+	Pos           int64  // position as the interpreter keeps it (see internal/pyframe)
+	ActivationEnd bool   // outermost frame of its _PyEval_EvalFrameDefault activation
+}
+
+// Code is a CODE record: one code object, sent once per ring.
+type Code struct {
+	Addr      uint64
+	Identity  uint32
+	FirstLine int
+	Minor     int // Python 3.Minor
+	FileKind  uint8
+	File      []byte // PEP 393 data of co_filename
+	NameKind  uint8
+	Name      []byte // co_qualname (co_name before 3.11)
+	Table     []byte // the raw line table
+}
+
 // Segment is a PT_LOAD segment of a MODULE record.
 type Segment struct {
 	Vaddr, Memsz, Offset uint64
@@ -55,9 +84,12 @@ type Record struct {
 	TID      uint32
 	Flags    uint32
 	Frames   []uint64
+	Py       []PyFrame
 	Bias     uint64
 	Segments []Segment
 	Path     string
+	Code     *Code
+	Mark     uint64 // MARK: what happened at TimeNano
 }
 
 // Ring is one mapped ring file.
@@ -68,6 +100,7 @@ type Ring struct {
 	mask   uint64
 	words  []uint64
 	frames []uint64
+	py     []PyFrame
 	segs   []Segment
 }
 
@@ -146,6 +179,17 @@ func (r *Ring) Header() Header {
 	return h
 }
 
+// Python returns the interpreter facts; they are set during start-up.
+func (r *Ring) Python() Python {
+	le := binary.LittleEndian
+	return Python{
+		Version:  atomic.LoadUint32(r.u32(offPyVersion)),
+		Status:   atomic.LoadUint32(r.u32(offPyStatus)),
+		EvalAddr: le.Uint64(r.mem[offPyEval:]),
+		Hooked:   atomic.LoadUint64(r.u64(offPyHooked)) != 0,
+	}
+}
+
 // InitDone reports whether the library has written its initial modules.
 func (r *Ring) InitDone() bool { return atomic.LoadUint32(r.u32(offFlags))&FlagInitDone != 0 }
 
@@ -210,13 +254,40 @@ func (r *Ring) decode(rec *Record, hdr uint64, w []uint64) error {
 	count := int(hdr >> 48)
 	switch rec.Type {
 	case RecAlloc:
-		if len(w) != 4+count {
-			return fmt.Errorf("ALLOC with %d words for %d frames", len(w), count)
+		npy := int(w[3] >> 48)
+		if len(w) != 4+count+2*npy {
+			return fmt.Errorf("ALLOC with %d words for %d frames and %d Python frames", len(w), count, npy)
 		}
 		rec.TimeNano, rec.Addr, rec.Size = int64(w[0]), w[1], w[2]
-		rec.TID, rec.Flags = uint32(w[3]), uint32(w[3]>>32)
-		r.frames = append(r.frames[:0], w[4:]...)
+		rec.TID, rec.Flags = uint32(w[3]), uint32(w[3]>>32)&0xffff
+		r.frames = append(r.frames[:0], w[4:4+count]...)
 		rec.Frames = r.frames
+		r.py = r.py[:0]
+		for i := 4 + count; i < len(w); i += 2 {
+			pw := w[i+1]
+			r.py = append(r.py, PyFrame{Code: w[i], Identity: uint32(pw >> 32),
+				Pos: int64(pw&0x7fffffff) - 1, ActivationEnd: pw&PyActivationEnd != 0})
+		}
+		rec.Py = r.py
+	case RecCode:
+		if len(w) < 5 {
+			return fmt.Errorf("CODE with %d words", len(w))
+		}
+		c := &Code{Addr: w[0], Identity: uint32(w[1]), FirstLine: int(int32(w[1] >> 32)), Minor: int(rec.Func),
+			FileKind: uint8(w[2]), NameKind: uint8(w[3])}
+		fb, qb, tb := w[2]>>8, w[3]>>8, w[4]
+		pad := func(n uint64) uint64 { return (n + 7) &^ 7 }
+		if pad(fb)+pad(qb)+pad(tb) != uint64(8*(len(w)-5)) {
+			return fmt.Errorf("CODE with %d words for %d+%d+%d bytes", len(w), fb, qb, tb)
+		}
+		b := make([]byte, 8*(len(w)-5))
+		for i, x := range w[5:] {
+			binary.LittleEndian.PutUint64(b[8*i:], x)
+		}
+		c.File = b[:fb]
+		c.Name = b[pad(fb) : pad(fb)+qb]
+		c.Table = b[pad(fb)+pad(qb) : pad(fb)+pad(qb)+tb]
+		rec.Code = c
 	case RecFree:
 		if len(w) != 3 {
 			return fmt.Errorf("FREE with %d words", len(w))
@@ -243,6 +314,11 @@ func (r *Ring) decode(rec *Record, hdr uint64, w []uint64) error {
 			binary.LittleEndian.PutUint64(b[8*i:], x)
 		}
 		rec.Path = string(b[:plen])
+	case RecMark:
+		if len(w) != 2 {
+			return fmt.Errorf("MARK with %d words", len(w))
+		}
+		rec.TimeNano, rec.Mark = int64(w[0]), w[1]
 	default:
 		// Unknown types are skipped: a newer library may add records.
 	}

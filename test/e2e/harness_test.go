@@ -55,9 +55,18 @@ type result struct {
 // run runs a command with a deadline: a hang is a failure, not a stuck suite.
 func run(t *testing.T, timeout time.Duration, name string, args ...string) result {
 	t.Helper()
+	return runEnv(t, timeout, nil, name, args...)
+}
+
+// runEnv is run with extra environment variables.
+func runEnv(t *testing.T, timeout time.Duration, env []string, name string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

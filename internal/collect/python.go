@@ -1,0 +1,181 @@
+package collect
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/heaplens/heaplens/internal/capture"
+	"github.com/heaplens/heaplens/internal/pyframe"
+	"github.com/heaplens/heaplens/internal/ring"
+)
+
+// pyStream is what a stream knows about its Python interpreter.
+type pyStream struct {
+	minor  int
+	eval   uint64                // _PyEval_EvalFrameDefault; its module is the interpreter
+	interp *module               // found once the modules are known
+	codes  map[codeKey]*pyCode   // CODE records received
+	locs   map[pyLocKey]uint64   // Python frame -> Location ID
+	native map[uint64]frameClass // native Location ID -> what it is
+}
+
+type codeKey struct {
+	addr     uint64
+	identity uint32
+}
+
+type pyCode struct {
+	file, name string
+	table      *pyframe.Table
+}
+
+type pyLocKey struct {
+	code codeKey
+	line int
+}
+
+type frameClass uint8
+
+const (
+	frameEval   frameClass = 1 << iota // a _PyEval_EvalFrameDefault activation
+	frameInterp                        // inside the interpreter's own module
+)
+
+// python describes the stream's interpreter for its Process record.
+func pythonInfo(p ring.Python) (version, note string) {
+	if p.Version != 0 {
+		version = fmt.Sprintf("%d.%d.%d", p.Version>>24, p.Version>>16&0xff, p.Version>>8&0xff)
+	}
+	switch p.Status {
+	case ring.PyUnsupported:
+		note = fmt.Sprintf("Python frames are unavailable: Python %s is not supported (heaplens reads CPython 3.8 to 3.13, default builds); native frames only", version)
+	case ring.PyOff:
+		note = "Python frames are off (--no-python)"
+	}
+	return version, note
+}
+
+func (c *Collector) code(s *stream, rc *ring.Code) {
+	if s.py == nil {
+		return
+	}
+	k := codeKey{rc.Addr, rc.Identity}
+	c.pyCodes++
+	s.py.codes[k] = &pyCode{
+		file:  pyframe.DecodeString(rc.FileKind, rc.File),
+		name:  pyframe.DecodeString(rc.NameKind, rc.Name),
+		table: pyframe.NewTable(rc.Minor, rc.Table, rc.FirstLine),
+	}
+}
+
+// classify records whether a native location is an eval activation and
+// whether it belongs to the interpreter.
+func (c *Collector) classify(s *stream, m *module, loc *capture.Location) {
+	if s.py == nil {
+		return
+	}
+	var cl frameClass
+	if n := len(loc.Lines); n > 0 {
+		fn := loc.Lines[n-1].Function // the function the pc physically sits in
+		if fn == "_PyEval_EvalFrameDefault" || strings.HasPrefix(fn, "_PyEval_EvalFrameDefault.") {
+			cl |= frameEval
+		}
+	}
+	if m != nil && m == s.pyInterp() {
+		cl |= frameInterp
+	}
+	if cl != 0 {
+		s.py.native[loc.ID] = cl
+	}
+}
+
+func (s *stream) pyInterp() *module {
+	if s.py.interp == nil && s.py.eval != 0 {
+		s.py.interp = s.lookup(s.py.eval + 1) // lookup expects a return address
+	}
+	return s.py.interp
+}
+
+// pyLocation returns the Location of one Python frame, writing it if new.
+func (c *Collector) pyLocation(s *stream, f ring.PyFrame) (uint64, error) {
+	k := codeKey{f.Code, f.Identity}
+	code := s.py.codes[k]
+	line := 0
+	if code != nil {
+		line = code.table.Line(f.Pos)
+	}
+	lk := pyLocKey{k, line}
+	if id, ok := s.py.locs[lk]; ok {
+		return id, nil
+	}
+	ln := capture.Line{Function: "<unknown Python code>", Line: line}
+	if code != nil {
+		ln.Function, ln.File = code.name, code.file
+	}
+	c.nextID++
+	loc := &capture.Location{ID: c.nextID, Lines: []capture.Line{ln}}
+	s.py.locs[lk] = loc.ID
+	return loc.ID, c.w.Location(loc)
+}
+
+// mergePython puts each activation's Python frames where its eval frame sits
+// in the native stack (both lists innermost first), following the markers
+// the library read, never guessing from counts alone:
+//   - as many eval frames as activations: pair them in order;
+//   - more eval frames: pair from the outermost (the innermost eval frame
+//     has not pushed its Python frame yet, or is mid-call);
+//   - fewer: pair from the innermost and put the rest at the bottom.
+//
+// The interpreter's own native frames are left out when Python frames
+// exist, unless the collector keeps them.
+func (c *Collector) mergePython(s *stream, native []uint64, py []ring.PyFrame) ([]uint64, error) {
+	var acts [][]uint64
+	var cur []uint64
+	for _, f := range py {
+		id, err := c.pyLocation(s, f)
+		if err != nil {
+			return nil, err
+		}
+		cur = append(cur, id)
+		if f.ActivationEnd {
+			acts = append(acts, cur)
+			cur = nil
+		}
+	}
+	if len(cur) > 0 {
+		acts = append(acts, cur)
+	}
+	var evals []int
+	for i, id := range native {
+		if s.py.native[id]&frameEval != 0 {
+			evals = append(evals, i)
+		}
+	}
+	pair := map[int]int{} // native index -> activation
+	k, b := len(acts), len(evals)
+	switch {
+	case b >= k:
+		for j := 0; j < k; j++ {
+			pair[evals[b-1-j]] = k - 1 - j
+		}
+	default:
+		for j := 0; j < b; j++ {
+			pair[evals[j]] = j
+		}
+	}
+	out := make([]uint64, 0, len(native)+len(py))
+	for i, id := range native {
+		if a, ok := pair[i]; ok {
+			out = append(out, acts[a]...)
+			continue
+		}
+		if s.py.native[id]&frameInterp != 0 && !c.NativePythonInternals && k > 0 {
+			continue
+		}
+		out = append(out, id)
+	}
+	for j := b; j < k; j++ { // activations with no eval frame found: at the bottom
+		out = append(out, acts[j]...)
+	}
+	return out, nil
+}

@@ -1,0 +1,108 @@
+package export
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/heaplens/heaplens/internal/capture"
+	"github.com/heaplens/heaplens/internal/heap"
+)
+
+// Views lists the views a Query can ask for, in the order menus show them.
+var Views = []string{"peak", "leaks", "live", "allocs", "temporary", "timeline"}
+
+// Query is one view of a capture with its filters, as `heaplens report`
+// flags and the web UI's URL parameters spell it.
+type Query struct {
+	View     string        // one of Views
+	At       time.Duration // live: time since the capture's start (see heap.Start)
+	Lifetime time.Duration // temporary: 0 = heap.DefaultLifetime
+	MinAge   time.Duration // leaks: only blocks at least this old at the end
+	PID      int           // only this process (all its images); 0 = all
+	Thread   uint32        // only this thread's allocations; 0 = all
+	Focus    string        // keep stacks with a frame matching this regexp
+	Hide     string        // drop frames matching this regexp from stacks
+	ByThread bool          // one sample per thread (pprof labels)
+}
+
+// Result is a computed Query.
+type Result struct {
+	Capture  *capture.Capture // the capture, with hidden frames removed
+	Profile  *heap.Profile    // the view; for timeline, the live set at the peak
+	Allocs   *heap.Profile    // the allocs view with the same filters (pprof alloc_*)
+	Timeline *heap.Timeline
+	Filter   map[string]string // the filters given, for headers
+}
+
+// Compute runs q on c. It fails on an unknown view, a bad regexp, or a pid
+// the capture does not hold.
+func (q Query) Compute(c *capture.Capture) (*Result, error) {
+	r := &Result{Capture: c, Filter: map[string]string{}}
+	opt := heap.Options{ByThread: q.ByThread, MinAge: q.MinAge, Thread: q.Thread}
+	if q.Hide != "" {
+		re, err := regexp.Compile(q.Hide)
+		if err != nil {
+			return nil, fmt.Errorf("--hide: %w", err)
+		}
+		r.Capture = HideFrames(c, re)
+		r.Filter["hide"] = q.Hide
+	}
+	if q.Focus != "" {
+		re, err := regexp.Compile(q.Focus)
+		if err != nil {
+			return nil, fmt.Errorf("--focus: %w", err)
+		}
+		opt.KeepStack = FocusStacks(r.Capture, re)
+		r.Filter["focus"] = q.Focus
+	}
+	if q.PID != 0 {
+		opt.Streams = []uint32{}
+		for _, p := range c.Processes {
+			if p.PID == q.PID {
+				opt.Streams = append(opt.Streams, p.Stream)
+			}
+		}
+		if len(opt.Streams) == 0 {
+			return nil, fmt.Errorf("no process with pid %d in the capture", q.PID)
+		}
+		r.Filter["pid"] = strconv.Itoa(q.PID)
+	}
+	if q.Thread != 0 {
+		r.Filter["thread"] = strconv.FormatUint(uint64(q.Thread), 10)
+	}
+	if q.MinAge > 0 {
+		r.Filter["min_age"] = q.MinAge.String()
+	}
+	cc := r.Capture
+	r.Timeline = heap.TimelineOf(cc, opt)
+	switch q.View {
+	case "allocs":
+		r.Profile = heap.Allocs(cc, opt)
+	case "leaks":
+		r.Profile = heap.Leaks(cc, opt)
+	case "live":
+		r.Profile = heap.Live(cc, opt, heap.Start(cc)+int64(q.At))
+	case "peak":
+		r.Profile = heap.Peak(cc, opt)
+	case "temporary":
+		r.Profile = heap.Temporary(cc, opt, q.Lifetime)
+	case "timeline":
+		r.Profile = heap.Peak(cc, opt)
+		r.Profile.View = "timeline"
+	default:
+		return nil, fmt.Errorf("unknown view %q (one of %v)", q.View, Views)
+	}
+	if q.View == "allocs" {
+		r.Allocs = r.Profile
+	} else {
+		r.Allocs = heap.Allocs(cc, opt)
+	}
+	return r, nil
+}
+
+// Doc is the JSON document of the result.
+func (r *Result) Doc() *Doc {
+	return BuildDoc(r.Capture, r.Profile, DocOptions{Timeline: r.Timeline, Filter: r.Filter})
+}

@@ -1,0 +1,149 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/heaplens/heaplens/internal/capture"
+	"github.com/heaplens/heaplens/internal/export"
+)
+
+// Server serves the web UI of one capture file: the page at /, and each
+// view as the JSON document of docs/json-format.md at
+// /api/profile?view=V&pid=P&thread=T&at=D&lifetime=D&min_age=D&focus=RE&hide=RE
+// (durations as Go durations, "1.5s").
+//
+// The file is read again whenever its size or modification time changes,
+// so a capture still being written (heaplens run --live) is shown as far
+// as it goes; a truncated last chunk is simply not shown yet.
+type Server struct {
+	Path string // the capture file
+	Live bool   // the page polls for updates
+	View string // first view shown; "" = peak
+
+	mu    sync.Mutex
+	c     *capture.Capture
+	size  int64
+	mtime time.Time
+}
+
+// Capture returns the capture as the file holds it now.
+func (s *Server) Capture() (*capture.Capture, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := os.Stat(s.Path)
+	if err != nil {
+		return nil, err
+	}
+	if s.c != nil && st.Size() == s.size && st.ModTime().Equal(s.mtime) {
+		return s.c, nil
+	}
+	c, err := capture.Load(s.Path)
+	var corrupt *capture.CorruptError
+	if err != nil && !(errors.As(err, &corrupt) && c != nil) {
+		return nil, err
+	}
+	s.c, s.size, s.mtime = c, st.Size(), st.ModTime()
+	return c, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/", "/index.html":
+		view := s.View
+		if view == "" {
+			view = "peak"
+		}
+		html, err := page(nil, Mode{Server: true, Live: s.Live, View: view, Interval: 1000})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		fmt.Fprint(w, html)
+	case "/api/profile":
+		s.profile(w, r)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (s *Server) profile(w http.ResponseWriter, r *http.Request) {
+	q, err := ParseQuery(r.URL.Query().Get)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	c, err := s.Capture()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	res, err := q.Compute(c)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	json.NewEncoder(w).Encode(res.Doc())
+}
+
+// ParseQuery reads a view and its filters from URL parameters.
+func ParseQuery(get func(string) string) (export.Query, error) {
+	q := export.Query{View: get("view")}
+	if q.View == "" {
+		q.View = "peak"
+	}
+	dur := func(name string, d *time.Duration) error {
+		if v := get(name); v != "" {
+			x, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			*d = x
+		}
+		return nil
+	}
+	for name, d := range map[string]*time.Duration{"at": &q.At, "lifetime": &q.Lifetime, "min_age": &q.MinAge} {
+		if err := dur(name, d); err != nil {
+			return q, err
+		}
+	}
+	if v := get("pid"); v != "" {
+		pid, err := strconv.Atoi(v)
+		if err != nil {
+			return q, fmt.Errorf("pid: %w", err)
+		}
+		q.PID = pid
+	}
+	if v := get("thread"); v != "" {
+		t, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			return q, fmt.Errorf("thread: %w", err)
+		}
+		q.Thread = uint32(t)
+	}
+	q.Focus, q.Hide = get("focus"), get("hide")
+	return q, nil
+}
+
+// Listen listens on addr and returns the page's URL and a function that
+// serves h until the listener fails.
+func Listen(addr string, h http.Handler) (url string, serve func() error, err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	return "http://" + ln.Addr().String() + "/", func() error { return srv.Serve(ln) }, nil
+}

@@ -1,0 +1,112 @@
+/*
+ * What heaplens.c (hooks, sampler, ring, modules) and python.c (Python
+ * frames, code records, PyMem hooks) share inside libheaplens.so. Nothing
+ * here is exported: the library is built with -fvisibility=hidden.
+ */
+#ifndef HEAPLENS_INTERNAL_H
+#define HEAPLENS_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "heaplens_ring.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define HOT __attribute__((hot))
+#define COLD __attribute__((cold, noinline))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/* Sampled blocks: p[-1] = secret, p[-2] = offset to the real block ^ (p * mix). */
+#define HDR 16u
+
+struct hl_real {
+	uint64_t secret;
+	uint64_t mix; /* odd: p * mix hides the offset word */
+	void *(*malloc)(size_t);
+	void (*free)(void *);
+	void *(*calloc)(size_t, size_t);
+	void *(*realloc)(void *, size_t);
+	void *(*memalign)(size_t, size_t);
+	int (*posix_memalign)(void **, size_t, size_t);
+	void *(*aligned_alloc)(size_t, size_t);
+	void *(*valloc)(size_t);
+	void *(*pvalloc)(size_t);
+	size_t (*usable)(void *);
+};
+extern struct hl_real real;
+
+struct tls {
+	int64_t remaining; /* must stay first: sample_now addresses it by name */
+	int64_t owed;      /* bytes of the countdown held back while it is cut short (see sample_slow) */
+	uint64_t rng;
+	int init;
+	int busy; /* inside the hook: allocations here are never sampled */
+	uint32_t tid; /* 0 until first needed; reset in a fork child */
+	uint32_t nframes, npy;
+	uintptr_t frames[HL_MAX_FRAMES];
+	uint64_t py[2 * HL_MAX_PYFRAMES]; /* code pointer, position word: see heaplens_ring.h */
+};
+extern _Thread_local struct tls tls __asm__("heaplens_tls") __attribute__((tls_model("initial-exec")));
+
+int sample_slow(size_t n);
+
+/*
+ * The unsampled fast path: remaining -= n, and on to the real allocator
+ * unless it reached zero. Written as one subtract from thread-local memory
+ * and a signed branch on its flags; C would add a load, a store and a test.
+ * jle after sub is exactly "old remaining <= n" in signed arithmetic.
+ */
+static inline __attribute__((always_inline)) int sample_now(size_t n)
+{
+	__asm__ goto("movq heaplens_tls@gottpoff(%%rip), %%rax\n\t"
+		     "subq %0, %%fs:(%%rax)\n\t"
+		     "jle %l[slow]"
+		     :
+		     : "r"(n)
+		     : "rax", "cc", "memory"
+		     : slow);
+	return 0;
+slow:
+	return sample_slow(n);
+}
+
+static inline uint64_t off_of(const void *p)
+{
+	return ((const uint64_t *)p)[-2] ^ ((uint64_t)(uintptr_t)p * real.mix);
+}
+
+/* The full check; free's fast path does only its first half. */
+static inline int tagged(const void *p)
+{
+	if (((const uint64_t *)p)[-1] != real.secret)
+		return 0;
+	uint64_t off = off_of(p);
+	return off >= HDR && off <= (1ull << 40) && !(off & (off - 1));
+}
+
+static inline void *raw_of(void *p) { return (char *)p - off_of(p); }
+
+void *tag(void *raw, uint64_t off);
+void record_alloc(void *p, size_t n, int func);
+void record_free(void *p);
+int64_t now_ns(clockid_t c);
+
+/* The ring, for records python.c writes. */
+struct hl_ring_header *ring_now(void);
+int ring_reserve(uint64_t len, uint64_t *pos);
+void ring_put(uint64_t pos, uint64_t w);
+void ring_put_bytes(uint64_t pos, const void *src, uint64_t n);
+void ring_commit(uint64_t pos, uint64_t hdr);
+
+/* python.c */
+extern int py_pending; /* a supported interpreter is loaded; its PyMem hooks are not installed yet */
+void py_detect(void);
+void py_try_install(void);
+void py_walk(void);
+int py_emit_codes(void);
+void py_check_final(void);
+void py_atfork_child(void);
+
+#endif

@@ -1,0 +1,468 @@
+/*
+ * Python support inside libheaplens.so: find the interpreter, read the
+ * allocating thread's Python frames with raw loads (never a call into CPython
+ * that could allocate, run the GC or release the GIL), send each code object
+ * once, and wrap the PyMem domains so that objects served from pymalloc's
+ * arenas are sampled too. Offsets: ../shared/reference/cpython-stacks.md,
+ * verified on CPython 3.8–3.13; 3.13 reads its own _Py_DebugOffsets.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Per-version layout. -1 = absent in that version. */
+struct pylayout {
+	int ts_frame;    /* tstate -> frame (≤3.10), cframe (3.11/3.12), current_frame (3.13) */
+	int cf_current;  /* cframe -> current_frame (3.11: 8, 3.12: 0) */
+	int f_back, f_code, f_pos, f_owner, f_is_entry;
+	int co_filename, co_name, co_table, co_firstlineno, co_firsttraceable, co_adaptive;
+	int str_ascii, str_compact; /* sizeof(PyASCIIObject), sizeof(PyCompactUnicodeObject) */
+	int rt_finalizing;
+};
+
+static const struct pylayout layouts[] = {
+	/*        ts  cf back code pos own ent  file name table first trace adapt asc cmp fin */
+	[8] = {24, -1, 24, 32, 104, -1, -1, 104, 112, 120, 40, -1, -1, 48, 72, 16},
+	[9] = {24, -1, 24, 32, 104, -1, -1, 104, 112, 120, 40, -1, -1, 48, 72, 16},
+	[10] = {24, -1, 24, 32, 96, -1, -1, 104, 112, 120, 40, -1, -1, 48, 72, 16},
+	[11] = {56, 8, 48, 32, 56, 69, 68, 112, 128, 136, 72, 168, 184, 48, 72, 24},
+	[12] = {56, 0, 8, 0, 56, 70, -1, 112, 128, 136, 68, 176, 192, 40, 56, 24},
+	[13] = {72, -1, 8, 0, 56, 70, -1, 112, 128, 136, 68, 184, 200, 40, 56, 608},
+};
+
+/* PyMemAllocatorEx and the domains, as in CPython's public headers. */
+typedef struct {
+	void *ctx;
+	void *(*malloc)(void *ctx, size_t size);
+	void *(*calloc)(void *ctx, size_t nelem, size_t elsize);
+	void *(*realloc)(void *ctx, void *ptr, size_t new_size);
+	void (*free)(void *ctx, void *ptr);
+} pymem_allocator;
+enum { PYMEM_DOMAIN_RAW, PYMEM_DOMAIN_MEM, PYMEM_DOMAIN_OBJ };
+#define PYMALLOC_MAX 512 /* SMALL_REQUEST_THRESHOLD: larger requests go on to malloc, which samples them */
+
+int py_pending;
+
+static struct {
+	int minor;
+	struct pylayout L;
+	char *runtime;
+	void *code_type, *none;
+	void *(*gilstate_tstate)(void);
+	void *(*attached_tstate)(void); /* 3.12+: the thread's attached tstate, NULL when detached */
+	int (*is_initialized)(void);
+	int (*gil_check)(void);
+	void (*get_allocator)(int, pymem_allocator *);
+	void (*set_allocator)(int, pymem_allocator *);
+	pymem_allocator prev[2]; /* MEM, OBJ */
+	long attempts;
+	uint32_t generation; /* bumped in a fork child: its ring has seen no code yet */
+} py;
+
+static void set_status(uint32_t version, uint32_t status)
+{
+	struct hl_ring_header *h = ring_now();
+	if (h) {
+		h->py_version = version;
+		h->py_eval = (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+		__atomic_store_n(&h->py_status, status, __ATOMIC_RELEASE);
+	}
+}
+
+/* 3.13: take the fields _Py_DebugOffsets publishes; the rest stay as verified. */
+static int debug_offsets(void)
+{
+	const uint64_t *d = (const uint64_t *)py.runtime;
+	if (memcmp(py.runtime, "xdebugpy", 8) != 0 || d[2] /* free-threaded */)
+		return 0;
+	struct pylayout *L = &py.L;
+	L->rt_finalizing = (int)d[4];
+	L->ts_frame = (int)d[23];
+	L->f_back = (int)d[29];
+	L->f_code = (int)d[30];
+	L->f_pos = (int)d[31];
+	L->f_owner = (int)d[33];
+	L->co_filename = (int)d[35];
+	L->co_table = (int)d[38];
+	L->co_firstlineno = (int)d[39];
+	L->co_adaptive = (int)d[43];
+	L->co_name = (int)d[37]; /* qualname */
+	L->str_ascii = (int)d[70];
+	return 1;
+}
+
+void py_detect(void)
+{
+	if (py.minor || !ring_now())
+		return;
+	const char *env = getenv("HEAPLENS_PYTHON");
+	const char *(*get_version)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
+	if (!get_version)
+		return;
+	if (env && env[0] == '0') {
+		set_status(0, HL_PY_OFF);
+		py.minor = -1;
+		return;
+	}
+	uint32_t hex = 0;
+	const unsigned long *pv = dlsym(RTLD_DEFAULT, "Py_Version"); /* 3.11+ */
+	if (pv)
+		hex = (uint32_t)*pv;
+	else { /* "3.8.18 (default, ...)" */
+		const char *v = get_version();
+		unsigned a = 0, b = 0, c = 0;
+		for (; *v >= '0' && *v <= '9'; v++) a = a * 10 + (unsigned)(*v - '0');
+		if (*v == '.') for (v++; *v >= '0' && *v <= '9'; v++) b = b * 10 + (unsigned)(*v - '0');
+		if (*v == '.') for (v++; *v >= '0' && *v <= '9'; v++) c = c * 10 + (unsigned)(*v - '0');
+		hex = a << 24 | b << 16 | c << 8;
+	}
+	int major = (int)(hex >> 24), minor = (int)(hex >> 16 & 0xff);
+	py.runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
+	py.code_type = dlsym(RTLD_DEFAULT, "PyCode_Type");
+	py.none = dlsym(RTLD_DEFAULT, "_Py_NoneStruct");
+	py.gilstate_tstate = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
+	py.attached_tstate = (void *(*)(void))dlsym(RTLD_DEFAULT, minor >= 13 ? "PyThreadState_GetUnchecked" : "_PyThreadState_GetCurrent");
+	py.is_initialized = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+	py.gil_check = (int (*)(void))dlsym(RTLD_DEFAULT, "PyGILState_Check");
+	py.get_allocator = (void (*)(int, pymem_allocator *))dlsym(RTLD_DEFAULT, "PyMem_GetAllocator");
+	py.set_allocator = (void (*)(int, pymem_allocator *))dlsym(RTLD_DEFAULT, "PyMem_SetAllocator");
+	if (major != 3 || minor < 8 || minor > 13 || !py.runtime || !py.code_type || !py.gilstate_tstate ||
+	    (minor >= 12 && !py.attached_tstate)) {
+		set_status(hex, HL_PY_UNSUPPORTED);
+		py.minor = -1;
+		return;
+	}
+	py.L = layouts[minor];
+	if (minor == 13 && !debug_offsets()) {
+		set_status(hex, HL_PY_UNSUPPORTED);
+		py.minor = -1;
+		return;
+	}
+	py.minor = minor;
+	set_status(hex, HL_PY_ACTIVE);
+	const char *pm = getenv("PYTHONMALLOC"); /* without pymalloc every object already reaches malloc */
+	if (py.is_initialized && py.gil_check && py.get_allocator && py.set_allocator && (!pm || !strcmp(pm, "pymalloc")))
+		__atomic_store_n(&py_pending, 1, __ATOMIC_RELEASE);
+}
+
+/* ---- frames ---- */
+
+#define LOAD(type, base, off) (*(const type *)((const char *)(base) + (off)))
+
+static void *thread_state(void)
+{
+	if (py.minor >= 12) {
+		void *t = py.attached_tstate();
+		if (t)
+			return t;
+	}
+	return py.gilstate_tstate(); /* the thread's own, held GIL or not */
+}
+
+static uint32_t identity(const char *code)
+{
+	uint64_t h = (uint64_t)(uintptr_t)LOAD(void *, code, py.L.co_filename) * 0x9e3779b97f4a7c15ull;
+	h ^= (uint64_t)(uintptr_t)LOAD(void *, code, py.L.co_name) * 0xc2b2ae3d27d4eb4full;
+	h ^= (uint64_t)(uintptr_t)LOAD(void *, code, py.L.co_table) * 0x165667b19e3779f9ull;
+	h ^= (uint64_t)(uint32_t)LOAD(int, code, py.L.co_firstlineno);
+	return (uint32_t)(h ^ h >> 32) | 1; /* never 0 */
+}
+
+static void push(const char *code, int64_t pos)
+{
+	if (tls.npy >= HL_MAX_PYFRAMES)
+		return;
+	uint64_t w = (uint64_t)identity(code) << 32 | (uint64_t)((pos + 1) & 0x7fffffff);
+	tls.py[2 * tls.npy] = (uint64_t)(uintptr_t)code;
+	tls.py[2 * tls.npy + 1] = w;
+	tls.npy++;
+}
+
+static void end_activation(void)
+{
+	if (tls.npy)
+		tls.py[2 * tls.npy - 1] |= HL_PY_ACTIVATION_END;
+}
+
+/*
+ * Fills tls.py with the calling thread's Python frames, innermost first,
+ * marking the outermost frame of each _PyEval_EvalFrameDefault activation so
+ * that the agent can place them where their native eval frames sit. Only
+ * this thread pushes and pops its frames, so the walk is race-free.
+ */
+void py_walk(void)
+{
+	tls.npy = 0;
+	if (py.minor <= 0 || LOAD(uint64_t, py.runtime, py.L.rt_finalizing))
+		return;
+	const struct pylayout *L = &py.L;
+	const char *ts = thread_state();
+	if (!ts)
+		return;
+	const char *f = LOAD(const char *, ts, L->ts_frame);
+	if (f && L->cf_current >= 0)
+		f = LOAD(const char *, f, L->cf_current);
+	for (int n = 0; f && n < 4 * HL_MAX_PYFRAMES; n++, f = LOAD(const char *, f, L->f_back)) {
+		int owner = L->f_owner >= 0 ? LOAD(uint8_t, f, L->f_owner) : 0;
+		if (py.minor >= 12 && owner >= 3) { /* the C-stack shim below each activation */
+			end_activation();
+			continue;
+		}
+		const char *code = LOAD(const char *, f, L->f_code);
+		if (!code || code == py.none || LOAD(void *, code, 8) != py.code_type)
+			continue;
+		int64_t pos;
+		if (py.minor <= 10)
+			pos = LOAD(int, f, L->f_pos);
+		else {
+			const char *ip = LOAD(const char *, f, L->f_pos);
+			pos = (ip - (code + L->co_adaptive)) / 2;
+		}
+		int entry = py.minor <= 10 || (py.minor == 11 && LOAD(uint8_t, f, L->f_is_entry));
+		/* Frames pushed but not yet running (and 3.13's __init__ cleanup shim) are not shown. */
+		if (py.minor >= 11 && owner != 1 && pos < LOAD(int, code, L->co_firsttraceable)) {
+			if (entry)
+				end_activation();
+			continue;
+		}
+		push(code, pos);
+		if (entry)
+			end_activation();
+	}
+	end_activation();
+}
+
+/* ---- code records: each code object once per ring ---- */
+
+#define CODE_SLOTS 65536
+static struct {
+	uintptr_t code;
+	uint32_t ident, generation;
+} sent[CODE_SLOTS];
+
+/* A str's PEP 393 data: kind 1/2/4 and its length in bytes. */
+static const char *str_data(const char *s, uint32_t *kind, uint64_t *bytes)
+{
+	uint32_t state = LOAD(uint32_t, s, 32);
+	int64_t len = LOAD(int64_t, s, 16);
+	*kind = state >> 2 & 7;
+	if (len < 0 || len > 4096 || (*kind != 1 && *kind != 2 && *kind != 4) || !(state & 0x20)) {
+		*kind = 1, *bytes = 0; /* legacy or odd string: leave it out */
+		return NULL;
+	}
+	*bytes = (uint64_t)len * *kind;
+	return s + ((state & 0x40) ? py.L.str_ascii : py.L.str_compact);
+}
+
+static int emit_code(const char *code, uint32_t ident)
+{
+	uint32_t fk, qk;
+	uint64_t fb, qb, tb, pos;
+	const char *fd = str_data(LOAD(const char *, code, py.L.co_filename), &fk, &fb);
+	const char *qd = str_data(LOAD(const char *, code, py.L.co_name), &qk, &qb);
+	const char *table = LOAD(const char *, code, py.L.co_table);
+	int64_t tlen = LOAD(int64_t, table, 16);
+	tb = tlen > 0 && tlen < (1 << 20) ? (uint64_t)tlen : 0;
+	uint64_t len = 48 + ((fb + 7) & ~7ull) + ((qb + 7) & ~7ull) + ((tb + 7) & ~7ull);
+	struct hl_ring_header *h = ring_now();
+	if (!h)
+		return 0;
+	if (!ring_reserve(len, &pos)) {
+		__atomic_fetch_add(&h->dropped_other, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	ring_put(pos + 8, (uint64_t)(uintptr_t)code);
+	ring_put(pos + 16, ident | (uint64_t)(uint32_t)LOAD(int, code, py.L.co_firstlineno) << 32);
+	ring_put(pos + 24, fk | fb << 8);
+	ring_put(pos + 32, qk | qb << 8);
+	ring_put(pos + 40, tb);
+	uint64_t at = pos + 48;
+	ring_put_bytes(at, fd, fb), at += (fb + 7) & ~7ull;
+	ring_put_bytes(at, qd, qb), at += (qb + 7) & ~7ull;
+	ring_put_bytes(at, table + 32, tb);
+	ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_CODE, (uint32_t)py.minor, 0));
+	return 1;
+}
+
+/* Sends a CODE record for every frame's code object this ring has not seen. */
+int py_emit_codes(void)
+{
+	for (uint32_t i = 0; i < tls.npy; i++) {
+		uintptr_t code = (uintptr_t)tls.py[2 * i];
+		uint32_t ident = (uint32_t)(tls.py[2 * i + 1] >> 32);
+		uint32_t slot = (uint32_t)((code >> 4) * 0x9e3779b1u) % CODE_SLOTS, k;
+		for (k = 0; k < 8; k++, slot = (slot + 1) % CODE_SLOTS) {
+			if (__atomic_load_n(&sent[slot].code, __ATOMIC_ACQUIRE) == code && sent[slot].ident == ident &&
+			    sent[slot].generation == py.generation)
+				break;
+			if (sent[slot].generation != py.generation || !sent[slot].code) {
+				if (emit_code((const char *)code, ident)) {
+					sent[slot].ident = ident, sent[slot].generation = py.generation;
+					__atomic_store_n(&sent[slot].code, code, __ATOMIC_RELEASE);
+				}
+				break;
+			}
+		}
+		if (k == 8) { /* no room to remember it: replace the first slot */
+			slot = (uint32_t)((code >> 4) * 0x9e3779b1u) % CODE_SLOTS;
+			if (emit_code((const char *)code, ident)) {
+				sent[slot].ident = ident, sent[slot].generation = py.generation;
+				__atomic_store_n(&sent[slot].code, code, __ATOMIC_RELEASE);
+			}
+		}
+	}
+	return 1;
+}
+
+static int final_sent;
+
+/*
+ * Marks the moment the interpreter starts finalizing, once: CPython then
+ * frees nearly every object, and "live at exit" means live before that.
+ * Called from the sampled slow paths only, so it costs one load there.
+ */
+void py_check_final(void)
+{
+	uint64_t pos;
+	struct hl_ring_header *h;
+	if (py.minor <= 0 || final_sent || !LOAD(uint64_t, py.runtime, py.L.rt_finalizing) || !(h = ring_now()))
+		return;
+	final_sent = 1;
+	if (!ring_reserve(24, &pos)) {
+		__atomic_fetch_add(&h->dropped_other, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
+	ring_put(pos + 16, HL_MARK_PY_FINALIZING);
+	ring_commit(pos, hl_rec_header(24, HL_REC_MARK, 0, 0));
+}
+
+void py_atfork_child(void)
+{
+	final_sent = 0;
+	py.generation++;
+	if (py.minor > 0)
+		set_status(ring_now() ? ring_now()->py_version : 0, HL_PY_ACTIVE);
+}
+
+/* ---- PyMem domains: objects from pymalloc's arenas never reach malloc ---- */
+
+/* Python blocks carry a 32-byte header; p[-3] keeps the requested size for realloc. */
+#define PYHDR 32u
+
+static void *pm_sampled(pymem_allocator *prev, size_t n, int zero, int func)
+{
+	int64_t rem = tls.remaining, owed = tls.owed;
+	tls.busy++;
+	char *raw = zero ? prev->calloc(prev->ctx, 1, n + PYHDR) : prev->malloc(prev->ctx, n + PYHDR);
+	tls.busy--;
+	tls.remaining = rem, tls.owed = owed; /* the header's bytes were not the program's */
+	if (!raw)
+		return NULL;
+	uint64_t *p = tag(raw, PYHDR);
+	p[-3] = n;
+	record_alloc(p, n, func);
+	return p;
+}
+
+static void *pm_malloc(void *ctx, size_t n)
+{
+	if (n - 1 >= PYMALLOC_MAX || likely(!sample_now(n)))
+		return ((pymem_allocator *)ctx)->malloc(((pymem_allocator *)ctx)->ctx, n);
+	return pm_sampled(ctx, n, 0, HL_FUNC_PYMEM_MALLOC);
+}
+
+static void *pm_calloc(void *ctx, size_t k, size_t n)
+{
+	pymem_allocator *prev = ctx;
+	size_t t;
+	if (__builtin_mul_overflow(k, n, &t) || t - 1 >= PYMALLOC_MAX || likely(!sample_now(t)))
+		return prev->calloc(prev->ctx, k, n);
+	return pm_sampled(prev, t, 1, HL_FUNC_PYMEM_CALLOC);
+}
+
+static inline int is_sampled(void *p) { return p && ((uint64_t *)p)[-1] == real.secret && tagged(p); }
+
+static void pm_free(void *ctx, void *p)
+{
+	pymem_allocator *prev = ctx;
+	if (unlikely(is_sampled(p))) {
+		record_free(p);
+		void *raw = raw_of(p);
+		((uint64_t *)p)[-1] = 0;
+		p = raw; /* a 16-byte-header block from malloc ends up in free() as an ordinary block */
+	}
+	prev->free(prev->ctx, p);
+}
+
+static void *pm_realloc(void *ctx, void *p, size_t n)
+{
+	pymem_allocator *prev = ctx;
+	if (!p)
+		return pm_malloc(ctx, n);
+	int old = is_sampled(p);
+	int new = n - 1 < PYMALLOC_MAX && sample_now(n);
+	if (likely(!old && !new))
+		return prev->realloc(prev->ctx, p, n);
+	uint64_t off = old ? off_of(p) : 0;
+	if (old)
+		record_free(p);
+	char *src = old ? raw_of(p) : p;
+	uint64_t noff = new ? PYHDR : 0;
+	int64_t rem = tls.remaining, owed = tls.owed;
+	tls.busy++;
+	char *raw = prev->realloc(prev->ctx, src, n + (noff > off ? noff : off));
+	tls.busy--;
+	tls.remaining = rem, tls.owed = owed;
+	if (!raw) {
+		if (old) /* the old block lives on */
+			record_alloc(p, off == PYHDR ? (size_t)((uint64_t *)p)[-3] : real.usable(src) - off, HL_FUNC_PYMEM_REALLOC);
+		return NULL;
+	}
+	if (old)
+		((uint64_t *)(raw + off))[-1] = 0;
+	if (noff != off) /* the data sits at raw + off; move it to raw + noff */
+		memmove(raw + noff, raw + off, n);
+	if (!new)
+		return raw;
+	uint64_t *q = tag(raw, noff);
+	q[-3] = n;
+	record_alloc(q, n, HL_FUNC_PYMEM_REALLOC);
+	return q;
+}
+
+static pymem_allocator ours[2];
+
+/*
+ * Wraps the MEM and OBJ domains once the interpreter is initialised and this
+ * thread holds the GIL. Wrapping (calling the previous allocator) is allowed
+ * at any time; blocks allocated before pass through to the previous
+ * allocator's free. Checked at every allocation until done (see sample_slow),
+ * so few early objects are missed; given up on after many tries for programs
+ * that load libpython without ever starting it.
+ */
+void py_try_install(void)
+{
+	if (!__atomic_load_n(&py_pending, __ATOMIC_ACQUIRE))
+		return;
+	if (++py.attempts > 50000000) {
+		py_pending = 0;
+		return;
+	}
+	if (!py.is_initialized() || !py.gil_check() || LOAD(uint64_t, py.runtime, py.L.rt_finalizing))
+		return;
+	if (!__atomic_exchange_n(&py_pending, 0, __ATOMIC_ACQ_REL))
+		return;
+	int domains[2] = {PYMEM_DOMAIN_MEM, PYMEM_DOMAIN_OBJ};
+	for (int i = 0; i < 2; i++) {
+		py.get_allocator(domains[i], &py.prev[i]);
+		ours[i] = (pymem_allocator){&py.prev[i], pm_malloc, pm_calloc, pm_realloc, pm_free};
+		py.set_allocator(domains[i], &ours[i]);
+	}
+	struct hl_ring_header *h = ring_now();
+	if (h)
+		__atomic_store_n(&h->py_hooked, 1, __ATOMIC_RELEASE);
+}

@@ -1,0 +1,280 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heaplens/heaplens/internal/heap"
+)
+
+// pythons returns every interpreter the Python tests must pass on: pyenv's
+// CPython 3.8–3.13 and Debian's statically linked /usr/bin/python3. A
+// missing one is said loudly; none at all fails.
+func pythons(t *testing.T) map[string]string {
+	t.Helper()
+	found := map[string]string{}
+	home, _ := os.UserHomeDir()
+	for minor := 8; minor <= 13; minor++ {
+		m, _ := filepath.Glob(filepath.Join(home, ".pyenv", "versions", fmt.Sprintf("3.%d.*", minor), "bin", "python3"))
+		sort.Strings(m)
+		if len(m) == 0 {
+			t.Logf("!!! MISSING: no pyenv CPython 3.%d under ~/.pyenv/versions: its Python tests do NOT run", minor)
+			continue
+		}
+		found[fmt.Sprintf("pyenv-3.%d", minor)] = m[len(m)-1]
+	}
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		found["debian-python3"] = "/usr/bin/python3"
+	} else {
+		t.Logf("!!! MISSING: /usr/bin/python3 (Debian's static build): its Python tests do NOT run")
+	}
+	if len(found) == 0 {
+		t.Fatal("no Python interpreter found at all")
+	}
+	return found
+}
+
+// siteLines maps each "# SITE:name" marker of a workload to its line.
+func siteLines(t *testing.T, path string) map[string]int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	lines := map[string]int{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		if i := strings.Index(sc.Text(), "# SITE:"); i >= 0 {
+			lines[strings.TrimSpace(sc.Text()[i+len("# SITE:"):])] = n
+		}
+	}
+	return lines
+}
+
+// atLine sums the stacks that pass through file:line.
+func (f folded) atLine(file string, line int) float64 {
+	want := fmt.Sprintf("%s:%d)", file, line)
+	var sum float64
+	for stack, v := range f {
+		for _, fr := range strings.Split(stack, ";") {
+			if strings.HasSuffix(fr, want) {
+				sum += v
+				break
+			}
+		}
+	}
+	return sum
+}
+
+func (f folded) stacksAt(file string, line int) []string {
+	want := fmt.Sprintf("%s:%d)", file, line)
+	var out []string
+	for stack := range f {
+		if strings.Contains(stack, want) {
+			out = append(out, stack)
+		}
+	}
+	return out
+}
+
+var pyFrame = regexp.MustCompile(`\.py:\d+\)$`)
+
+// checkSite compares an estimate with the exact bytes of count allocations
+// of size at a line. smallExtras counts tiny objects allocated at the same
+// line (a bytearray's object beside its buffer): each is sampled with
+// probability ~size/rate but then weighs ~rate bytes, so one such sample is
+// allowed beyond 4σ (two or more happen in under 0.1% of runs).
+func checkSite(t *testing.T, what string, got float64, sizes map[uint64]int, rate uint64, smallExtras int, stacks []string) {
+	t.Helper()
+	var want float64
+	for s, n := range sizes {
+		want += float64(s) * float64(n)
+	}
+	tol := 4*heap.Stddev(sizes, rate) + 1
+	if smallExtras > 0 {
+		tol += float64(rate)
+	}
+	if math.Abs(got-want) > tol {
+		t.Errorf("%s: estimated %.0f bytes, want %.0f ± %.0f\nstacks there:\n%s", what, got, want, tol, strings.Join(stacks, "\n"))
+	} else {
+		t.Logf("%s: estimated %.0f, exact %.0f, error %+.2f%%", what, got, want, 100*(got-want)/want)
+	}
+}
+
+func TestPythonSites(t *testing.T) {
+	script := filepath.Join(root, "test", "workloads", "pysites.py")
+	sites := siteLines(t, script)
+	const rate = 16 << 10
+	for name, py := range pythons(t) {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			capPath := filepath.Join(dir, "py.hlc")
+			res := runEnv(t, 5*time.Minute, []string{"PYTHONHASHSEED=0"}, heaplensBin(t), "run", "-o", capPath,
+				"--rate", "16KiB", "--seed", "3", "--", py, script)
+			if res.code != 0 || !strings.Contains(res.stdout, "pysites done") {
+				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", res.code, res.stdout, res.stderr)
+			}
+			leaks := report(t, capPath, "leaks")
+			allocs := report(t, capPath, "allocs")
+			at := func(f folded, site string) (float64, []string) {
+				return f.atLine(script, sites[site]), f.stacksAt(script, sites[site])
+			}
+			for _, c := range []struct {
+				site   string
+				sizes  map[uint64]int
+				extras int
+			}{
+				{"keep_small", map[uint64]int{33 + 100: 100000}, 0},
+				{"keep_medium", map[uint64]int{33 + 1000: 20000}, 0},
+				{"keep_large", map[uint64]int{4<<20 + 1: 8}, 8},
+				{"thread_site", map[uint64]int{33 + 500: 20000}, 0},
+				{"gen_site", map[uint64]int{33 + 300: 20000}, 0},
+				{"coro_site", map[uint64]int{33 + 400: 20000}, 0},
+				{"native_alloc", map[uint64]int{50000: 200}, 0},
+			} {
+				got, stacks := at(leaks, c.site)
+				checkSite(t, c.site+" retained", got, c.sizes, rate, c.extras, stacks)
+			}
+			if got, st := at(leaks, "churn"); got != 0 {
+				t.Errorf("churn frees everything but leaks shows %.0f bytes at its line: %v", got, st)
+			}
+			got, st := at(allocs, "churn")
+			checkSite(t, "churn allocated", got, map[uint64]int{33 + 200: 200000}, rate, 0, st)
+
+			// Each site's own function is the innermost Python frame there.
+			for _, site := range []string{"keep_small", "keep_medium", "thread_site", "gen_site", "coro_site"} {
+				for _, s := range leaks.stacksAt(script, sites[site]) {
+					if !strings.Contains(s, site+" ("+script+fmt.Sprintf(":%d)", sites[site])) {
+						t.Errorf("%s's line is not labelled with its function: %s", site, s)
+					}
+				}
+			}
+			// A thread's allocations carry that thread's stack, not the main thread's.
+			for _, s := range leaks.stacksAt(script, sites["thread_site"]) {
+				if strings.Contains(s, "main ("+script) || !strings.Contains(s, "run (") {
+					t.Errorf("thread_site stack is not the thread's own: %s", s)
+				}
+			}
+			// Python frames, then the native frames of the ctypes call, root to leaf.
+			for _, s := range leaks.stacksAt(script, sites["native_alloc"]) {
+				frames := strings.Split(s, ";")
+				last := -1
+				for i, fr := range frames {
+					if pyFrame.MatchString(fr) {
+						last = i
+					}
+				}
+				if last < 0 || last == len(frames)-1 || !strings.Contains(frames[last], fmt.Sprintf(":%d)", sites["native_alloc"])) {
+					t.Errorf("native_alloc: want Python frames down to line %d, then native frames: %s", sites["native_alloc"], s)
+				}
+				if !strings.Contains(s, "main ("+script) {
+					t.Errorf("native_alloc stack lacks main(): %s", s)
+				}
+			}
+			checkDeep(t, leaks, script, sites["deep"], false)
+		})
+	}
+}
+
+// checkDeep checks the stack of the allocation at the bottom of deep(150):
+// 151 deep frames and 150 lambdas alternating, root to leaf, and with
+// internals shown, native frames between each Python frame and the next.
+func checkDeep(t *testing.T, f folded, script string, line int, internals bool) {
+	t.Helper()
+	stacks := f.stacksAt(script, line)
+	if len(stacks) != 1 {
+		t.Errorf("want one stack for the deep allocation, got %d: %v", len(stacks), stacks)
+		return
+	}
+	frames := strings.Split(stacks[0], ";")
+	var py []string
+	nativeBetween := 0
+	for i, fr := range frames {
+		if !pyFrame.MatchString(fr) {
+			continue
+		}
+		if len(py) > 0 && !pyFrame.MatchString(frames[i-1]) {
+			nativeBetween++
+		}
+		py = append(py, fr)
+	}
+	deeps, lambdas := 0, 0
+	for _, fr := range py {
+		switch {
+		case strings.HasPrefix(fr, "deep ("):
+			deeps++
+		case strings.Contains(fr, "<lambda> ("):
+			lambdas++
+		}
+	}
+	if deeps != 151 || lambdas != 150 {
+		t.Errorf("deep stack has %d deep and %d lambda frames, want 151 and 150", deeps, lambdas)
+	}
+	if !strings.HasPrefix(py[len(py)-1], "deep (") || !strings.HasSuffix(py[len(py)-1], fmt.Sprintf(":%d)", line)) {
+		t.Errorf("leaf Python frame is %q, want deep at line %d", py[len(py)-1], line)
+	}
+	for i := 1; i < len(py); i++ {
+		a, b := strings.HasPrefix(py[i-1], "deep ("), strings.HasPrefix(py[i], "deep (")
+		if a && b && i > 1 {
+			t.Errorf("two deep frames without the lambda between them at %d", i)
+			break
+		}
+	}
+	// Each re-entry goes deep -> sorted (C) -> lambda: 150 places with native frames between.
+	if internals && nativeBetween < 150 {
+		t.Errorf("with --native-python-internals, want native frames at each of the 150 re-entries through sorted(), found %d", nativeBetween)
+	}
+}
+
+func TestPythonDeepRecursionWithInternals(t *testing.T) {
+	script := filepath.Join(root, "test", "workloads", "pysites.py")
+	line := siteLines(t, script)["deep"]
+	for name, py := range pythons(t) {
+		t.Run(name, func(t *testing.T) {
+			capPath := filepath.Join(t.TempDir(), "deep.hlc")
+			res := run(t, 2*time.Minute, heaplensBin(t), "run", "-q", "-o", capPath, "--rate", "16KiB",
+				"--native-python-internals", "--", py, script, "deep")
+			if res.code != 0 {
+				t.Fatalf("exit %d: %s", res.code, res.stderr)
+			}
+			checkDeep(t, report(t, capPath, "leaks"), script, line, true)
+		})
+	}
+}
+
+// Interpreters heaplens cannot read: native profiling goes on, and the
+// summary says why there are no Python frames.
+func TestUnsupportedPython(t *testing.T) {
+	home, _ := os.UserHomeDir()
+	for _, v := range []string{"2.7", "3.6"} {
+		m, _ := filepath.Glob(filepath.Join(home, ".pyenv", "versions", v+".*", "bin", "python"))
+		if len(m) == 0 {
+			t.Logf("!!! MISSING: no pyenv Python %s: this check does NOT run", v)
+			continue
+		}
+		t.Run(v, func(t *testing.T) {
+			capPath := filepath.Join(t.TempDir(), "old.hlc")
+			res := run(t, time.Minute, heaplensBin(t), "run", "-o", capPath, "--rate", "4KiB", "--", m[0], "-c",
+				"x = ['a' * 1000 + str(i) for i in range(20000)]\nprint('ok')")
+			if res.code != 0 || !strings.Contains(res.stdout, "ok") {
+				t.Fatalf("exit %d: %s %s", res.code, res.stdout, res.stderr)
+			}
+			if !strings.Contains(res.stderr, "Python frames are unavailable") || !strings.Contains(res.stderr, "not supported") {
+				t.Errorf("the summary does not say why Python frames are missing:\n%s", res.stderr)
+			}
+			// These interpreters free everything at shutdown, so allocs, not leaks, shows the strings.
+			if allocs := report(t, capPath, "allocs"); allocs.total() < 20e6 {
+				t.Errorf("native profiling of Python %s found %.0f bytes allocated, want over the 20 MB of strings", v, allocs.total())
+			}
+		})
+	}
+}
