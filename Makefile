@@ -12,7 +12,7 @@ all: bin/heaplens
 $(SO): preload/heaplens.c preload/python.c preload/internal.h preload/heaplens_ring.h
 	$(CC) $(CFLAGS) $(PRELOAD_CFLAGS) -o $@ preload/heaplens.c preload/python.c -lm -lgcc_s
 
-bin/heaplens: $(SO) $(shell find cmd internal -name '*.go' -not -name '*_test.go') go.mod go.sum
+bin/heaplens: $(SO) $(shell find cmd internal -name '*.go' -not -name '*_test.go') $(wildcard internal/web/assets/*) go.mod go.sum
 	$(GO) build -o $@ ./cmd/heaplens
 
 # Installs what the tests need on a fresh Debian machine, then runs them all.

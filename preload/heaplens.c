@@ -73,6 +73,7 @@ struct module {
 static struct {
 	int state; /* 0 new, 1 initialising, 2 ready */
 	int active;
+	int follow; /* profile fork and exec children too */
 	uint64_t rate;
 	double inv_log_keep; /* 1 / -log(1 - 1/rate): geometric gap scale */
 	uint64_t seed;
@@ -327,6 +328,31 @@ static void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 	__atomic_store_n(&g.ring, h, __ATOMIC_RELEASE);
 }
 
+void emit_mark(uint64_t kind, uint64_t value)
+{
+	uint64_t pos;
+	struct hl_ring_header *h = ring_now();
+	if (!h)
+		return;
+	if (!ring_reserve(32, &pos)) {
+		__atomic_fetch_add(&h->dropped_other, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
+	ring_put(pos + 16, kind);
+	ring_put(pos + 24, value);
+	ring_commit(pos, hl_rec_header(32, HL_REC_MARK, 0, 0));
+}
+
+/* The exit status of a process heaplens does not wait for itself. _exit and signals leave no mark. */
+static void on_exit_mark(int status, void *arg)
+{
+	(void)arg;
+	tls.busy++;
+	emit_mark(HL_MARK_EXIT, (uint64_t)(uint32_t)status);
+	tls.busy--;
+}
+
 /* ---- modules: what the Go side needs to symbolize a pc ---- */
 
 static void emit_module(const struct module *m)
@@ -461,12 +487,17 @@ static void init_global(void)
 	g.ring_size = parse_u64(getenv("HEAPLENS_RING_SIZE"), 16 << 20);
 	if (g.ring_size < 65536 || (g.ring_size & (g.ring_size - 1)))
 		g.ring_size = 16 << 20;
-	if (g.dir && *g.dir) {
+	/* --no-follow: only the agent's own child (before and after an exec) is profiled. */
+	g.follow = parse_u64(getenv("HEAPLENS_FOLLOW"), 1) != 0;
+	uint64_t agent = parse_u64(getenv("HEAPLENS_AGENT_PID"), 0);
+	if (g.dir && *g.dir && (g.follow || (uint64_t)getppid() == agent)) {
 		ring_create(0, 0, 0);
 		g.active = g.ring != NULL;
 	}
-	if (g.active)
+	if (g.active) {
 		pthread_atfork(NULL, NULL, atfork_child);
+		on_exit(on_exit_mark, NULL);
+	}
 	__atomic_store_n(&g.state, 2, __ATOMIC_RELEASE);
 }
 
@@ -497,6 +528,11 @@ static void atfork_child(void)
 	g.ring = NULL;
 	g.scanning = 0;
 	munmap(parent, HL_RING_HEADER_SIZE + g.ring_size);
+	if (!g.follow) {
+		g.active = 0;
+		tls.remaining = INT64_MAX / 2, tls.owed = 0;
+		return;
+	}
 	ring_create(HL_FLAG_FORKED, ppid, pseq);
 	if (!g.ring) {
 		g.active = 0;

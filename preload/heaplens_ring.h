@@ -67,9 +67,10 @@ struct hl_ring_header {
 #define HL_REC_FREE 2u   /* time, addr, tid */
 #define HL_REC_MODULE 3u /* time, load bias, path length, segments[count] {vaddr, memsz, offset, flags}, path */
 #define HL_REC_CODE 4u   /* code, identity|firstlineno<<32, filename kind|len<<8, qualname kind|len<<8, table len, bytes */
-#define HL_REC_MARK 5u   /* time, kind (HL_MARK_*) */
+#define HL_REC_MARK 5u   /* time, kind (HL_MARK_*), value */
 
 #define HL_MARK_PY_FINALIZING 1u /* the interpreter started shutting down: the program itself is done */
+#define HL_MARK_EXIT 2u          /* exit() was called; the status follows in the next word */
 
 #define HL_ALLOC_TRUNCATED 1u /* flags: the stack was cut at HL_MAX_FRAMES */
 #define HL_ALLOC_PYMEM 2u     /* flags: allocated through a PyMem domain (a Python object) */

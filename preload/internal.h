@@ -91,6 +91,7 @@ static inline void *raw_of(void *p) { return (char *)p - off_of(p); }
 void *tag(void *raw, uint64_t off);
 void record_alloc(void *p, size_t n, int func);
 void record_free(void *p);
+void emit_mark(uint64_t kind, uint64_t value);
 int64_t now_ns(clockid_t c);
 
 /* The ring, for records python.c writes. */

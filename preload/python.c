@@ -326,18 +326,10 @@ static int final_sent;
  */
 void py_check_final(void)
 {
-	uint64_t pos;
-	struct hl_ring_header *h;
-	if (py.minor <= 0 || final_sent || !LOAD(uint64_t, py.runtime, py.L.rt_finalizing) || !(h = ring_now()))
+	if (py.minor <= 0 || final_sent || !LOAD(uint64_t, py.runtime, py.L.rt_finalizing) || !ring_now())
 		return;
 	final_sent = 1;
-	if (!ring_reserve(24, &pos)) {
-		__atomic_fetch_add(&h->dropped_other, 1, __ATOMIC_RELAXED);
-		return;
-	}
-	ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
-	ring_put(pos + 16, HL_MARK_PY_FINALIZING);
-	ring_commit(pos, hl_rec_header(24, HL_REC_MARK, 0, 0));
+	emit_mark(HL_MARK_PY_FINALIZING, 0);
 }
 
 void py_atfork_child(void)

@@ -10,6 +10,7 @@ have g++ || need+=(g++)
 have make || need+=(make)
 have addr2line || need+=(binutils)
 have valgrind || need+=(valgrind)
+have chromium || need+=(chromium) # the HTML report and web UI tests drive headless Chromium
 [ -e /usr/lib/x86_64-linux-gnu/libc.a ] || need+=(libc6-dev) # the static-binary test links with -static
 
 if [ ${#need[@]} -gt 0 ]; then

@@ -58,6 +58,7 @@ type stream struct {
 	keyBuf []byte
 	locBuf []uint64
 
+	exitMark  *uint64   // the status the process passed to exit(), if it did
 	announced bool      // its Process record is written
 	py        *pyStream // nil when the process runs no Python
 	finalized bool      // the interpreter started shutting down: the program is done
@@ -154,11 +155,21 @@ func (c *Collector) discover() error {
 	}
 	var fresh []*stream
 	for _, e := range ents {
-		name := e.Name()
-		if !strings.HasPrefix(name, "ring.") || c.streams[name] != nil {
+		if !strings.HasPrefix(e.Name(), "ring.") {
 			continue
 		}
-		r, err := ring.Open(filepath.Join(c.dir, name))
+		info, err := e.Info()
+		if err != nil {
+			continue // gone already
+		}
+		// A name can come back once its file is unlinked (an exec restarts the
+		// numbering); the inode cannot while the old ring is mapped.
+		name := fmt.Sprintf("%s@%d", e.Name(), info.Sys().(*syscall.Stat_t).Ino)
+		if c.streams[name] != nil {
+			continue
+		}
+		path := filepath.Join(c.dir, e.Name())
+		r, err := ring.Open(path)
 		if errors.Is(err, ring.ErrNotReady) {
 			continue
 		}
@@ -167,6 +178,9 @@ func (c *Collector) discover() error {
 			c.streams[name] = &stream{name: name, ended: true}
 			continue
 		}
+		// Mapped now: unlinked, the memory goes away with the last process
+		// that maps it, even if heaplens itself is killed.
+		os.Remove(path)
 		fresh = append(fresh, &stream{name: name, r: r, hdr: r.Header(), locs: map[uint64]uint64{}})
 	}
 	// Parents before children, earlier images before later ones.
@@ -212,7 +226,7 @@ func (c *Collector) announce(s *stream) error {
 // replaced reports whether an exec gave the pid a newer ring.
 func (c *Collector) replaced(s *stream) bool {
 	for _, o := range c.order {
-		if o.hdr.PID == s.hdr.PID && o.hdr.Seq > s.hdr.Seq && o.hdr.StartMonoNano >= s.hdr.StartMonoNano {
+		if o != s && o.hdr.PID == s.hdr.PID && o.hdr.StartMonoNano > s.hdr.StartMonoNano {
 			return true
 		}
 	}
@@ -247,7 +261,13 @@ func (c *Collector) drain(s *stream) error {
 		case ring.RecCode:
 			c.code(s, rec.Code)
 		case ring.RecMark:
-			s.finalized = rec.Mark == ring.MarkPyFinalizing
+			switch rec.Mark {
+			case ring.MarkPyFinalizing:
+				s.finalized = true
+			case ring.MarkExit:
+				v := rec.Value
+				s.exitMark = &v
+			}
 		}
 	})
 	if werr != nil {
@@ -390,6 +410,8 @@ func (c *Collector) end(s *stream, replaced bool) error {
 		} else {
 			e.ExitCode = ws.ExitStatus()
 		}
+	} else if s.exitMark != nil {
+		e.Known, e.ExitCode = true, int(*s.exitMark&0xff)
 	}
 	e.TimeNano = monoNow()
 	return c.w.End(e)

@@ -124,7 +124,8 @@ type DocOptions struct {
 // BuildDoc builds the JSON document of p.
 func BuildDoc(c *capture.Capture, p *heap.Profile, opt DocOptions) *Doc {
 	d := &Doc{Schema: Schema, View: p.View, Unit: "bytes", Rate: p.Rate, Command: c.Meta.Command, Host: c.Meta.Host,
-		StartUnixNano: c.Meta.StartUnixNano, Filter: opt.Filter, Notes: []string{}}
+		StartUnixNano: c.Meta.StartUnixNano, Filter: opt.Filter, Notes: []string{}, Processes: []DocProcess{},
+		Samples: DocSamples{Stream: []uint32{}, Thread: []uint32{}, Stack: []int{}, Bytes: []int64{}, Objects: []int64{}, Count: []int{}}}
 	if d.Command == nil {
 		d.Command = []string{}
 	}

@@ -2,12 +2,14 @@ package launch
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -19,75 +21,101 @@ import (
 // /proc/PID/statm and writes it as capture RSS records.
 //
 // RSS records name streams, whose IDs the collector assigns in discovery
-// order: ring files sorted by (StartMonoNano, Seq) within each discovery.
-// The sampler mirrors that order by reading the headers of the ring files
-// the collector has just discovered (it runs right after Poll in the same
-// loop), so the k new streams of a poll are the first k new ready rings.
+// order: the ring files it finds in one Poll, sorted by (StartMonoNano,
+// Seq), numbered after the streams it already has. The collector unlinks a
+// ring file once it has mapped it and does not export which pid a stream
+// is, so the sampler reads the headers of the ready ring files just before
+// each Poll (scan), and after it (sync) takes the files the collector
+// consumed as that Poll's new streams. When their number differs from the
+// collector's count (a ring became ready between the two directory reads)
+// that batch gets no RSS rather than a wrong one.
 type rssSampler struct {
 	dir      string
-	assigned map[string]bool
-	streams  int            // streams assigned so far
-	byPID    map[int]uint32 // pid -> its newest stream (an exec starts a new one)
+	seen     map[string]bool // ring files read, as name@inode
+	pending  []ringFile      // read, not yet consumed by the collector
+	streams  int             // streams the collector had at the last sync
+	byPID    map[int]uint32  // pid -> its newest stream (an exec starts a new one)
 	seqOf    map[int]uint32
 	pageSize uint64
 	peak     uint64 // highest sum over processes of one sampling round
 }
 
+type ringFile struct {
+	path, key string
+	h         ring.Header
+}
+
 func newRSSSampler(dir string) *rssSampler {
-	return &rssSampler{dir: dir, assigned: map[string]bool{}, byPID: map[int]uint32{},
+	return &rssSampler{dir: dir, seen: map[string]bool{}, byPID: map[int]uint32{},
 		seqOf: map[int]uint32{}, pageSize: uint64(os.Getpagesize())}
 }
 
-// sync learns the streams the collector created since the last call; total
-// is the collector's stream count.
-func (s *rssSampler) sync(total int) {
-	if total <= s.streams {
-		return
+// fileKey names a ring file as the collector does: a name returns after
+// an exec restarts the numbering, an inode does not while mapped.
+func fileKey(path string) (string, bool) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", false
 	}
+	return filepath.Base(path) + "@" + strconv.FormatUint(st.Sys().(*syscall.Stat_t).Ino, 10), true
+}
+
+// scan reads the headers of ready ring files not read before. Call it just
+// before the collector's Poll.
+func (s *rssSampler) scan() {
 	ents, err := os.ReadDir(s.dir)
 	if err != nil {
 		return
 	}
-	type cand struct {
-		name string
-		h    ring.Header
-	}
-	var fresh []cand
 	for _, e := range ents {
-		name := e.Name()
-		if !strings.HasPrefix(name, "ring.") || s.assigned[name] {
+		if !strings.HasPrefix(e.Name(), "ring.") {
 			continue
 		}
-		r, err := ring.Open(filepath.Join(s.dir, name))
+		path := filepath.Join(s.dir, e.Name())
+		key, ok := fileKey(path)
+		if !ok || s.seen[key] {
+			continue
+		}
+		r, err := ring.Open(path)
 		if err != nil {
 			if !errors.Is(err, ring.ErrNotReady) {
-				s.assigned[name] = true // the collector gave up on it too
+				s.seen[key] = true // the collector gives up on it too
 			}
 			continue
 		}
-		fresh = append(fresh, cand{name, r.Header()})
+		s.seen[key] = true
+		s.pending = append(s.pending, ringFile{path, key, r.Header()})
 		r.Close()
 	}
-	slices.SortFunc(fresh, func(a, b cand) int {
-		if a.h.StartMonoNano != b.h.StartMonoNano {
-			if a.h.StartMonoNano < b.h.StartMonoNano {
-				return -1
-			}
-			return 1
-		}
-		return int(a.h.Seq) - int(b.h.Seq)
-	})
-	for _, c := range fresh {
-		if s.streams >= total {
-			break
-		}
-		s.streams++
-		s.assigned[c.name] = true
-		if old, ok := s.seqOf[c.h.PID]; !ok || c.h.Seq >= old {
-			s.byPID[c.h.PID] = uint32(s.streams)
-			s.seqOf[c.h.PID] = c.h.Seq
+}
+
+// sync learns the streams the collector created in the Poll just done;
+// total is the collector's stream count.
+func (s *rssSampler) sync(total int) {
+	var consumed, still []ringFile
+	for _, f := range s.pending {
+		if key, ok := fileKey(f.path); ok && key == f.key {
+			still = append(still, f)
+		} else {
+			consumed = append(consumed, f)
 		}
 	}
+	s.pending = still
+	if n := total - s.streams; n > 0 && n == len(consumed) {
+		slices.SortFunc(consumed, func(a, b ringFile) int {
+			if c := cmp.Compare(a.h.StartMonoNano, b.h.StartMonoNano); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.h.Seq, b.h.Seq)
+		})
+		for i, f := range consumed {
+			if old, ok := s.seqOf[f.h.PID]; !ok || f.h.Seq >= old {
+				s.byPID[f.h.PID] = uint32(s.streams + i + 1)
+				s.seqOf[f.h.PID] = f.h.Seq
+			}
+		}
+	}
+	s.streams = max(s.streams, total)
 }
 
 // sample reads the RSS of every known process and writes one record each,

@@ -25,6 +25,7 @@ type Options struct {
 	Seed     uint64 // 0 draws a random seed in each process
 	RingSize uint64 // bytes per process ring; 0 = library default
 	NoPython bool   // no Python frames or PyMem hooks
+	NoFollow bool   // profile the command's own process only, not its children
 	// NativePythonInternals keeps the interpreter's own frames in stacks with Python frames.
 	NativePythonInternals bool
 	Version               string // written into the capture
@@ -132,11 +133,12 @@ loop:
 		case sig := <-signals:
 			cmd.Process.Signal(sig)
 		case <-tick.C:
+			rss.scan()
 			if collectErr == nil {
 				collectErr = col.Poll(false)
 			}
+			rss.sync(col.Streams())
 			if collectErr == nil && time.Since(lastRSS) >= rssEvery {
-				rss.sync(col.Streams())
 				collectErr = rss.sample(w)
 				lastRSS = time.Now()
 			}
@@ -247,6 +249,10 @@ func profiledEnv(env []string, lib, dir string, o Options) []string {
 	}
 	if o.NoPython {
 		out = append(out, "HEAPLENS_PYTHON=0")
+	}
+	out = append(out, "HEAPLENS_AGENT_PID="+strconv.Itoa(os.Getpid()))
+	if o.NoFollow {
+		out = append(out, "HEAPLENS_FOLLOW=0")
 	}
 	return out
 }

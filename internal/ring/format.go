@@ -19,6 +19,7 @@ const (
 	RecMark   = 5
 
 	MarkPyFinalizing = 1
+	MarkExit         = 2
 
 	AllocTruncated = 1
 	AllocPyMem     = 2

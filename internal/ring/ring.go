@@ -90,6 +90,7 @@ type Record struct {
 	Path     string
 	Code     *Code
 	Mark     uint64 // MARK: what happened at TimeNano
+	Value    uint64 // MARK: its value (the exit status for MarkExit)
 }
 
 // Ring is one mapped ring file.
@@ -315,10 +316,10 @@ func (r *Ring) decode(rec *Record, hdr uint64, w []uint64) error {
 		}
 		rec.Path = string(b[:plen])
 	case RecMark:
-		if len(w) != 2 {
+		if len(w) != 3 {
 			return fmt.Errorf("MARK with %d words", len(w))
 		}
-		rec.TimeNano, rec.Mark = int64(w[0]), w[1]
+		rec.TimeNano, rec.Mark, rec.Value = int64(w[0]), w[1], w[2]
 	default:
 		// Unknown types are skipped: a newer library may add records.
 	}
