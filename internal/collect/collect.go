@@ -91,6 +91,17 @@ func New(dir, self string, w *capture.Writer) *Collector {
 // Streams returns how many process images have been seen.
 func (c *Collector) Streams() int { return len(c.order) }
 
+// Live returns the pid of every stream that has not ended, by stream.
+func (c *Collector) Live() map[uint32]int {
+	live := map[uint32]int{}
+	for _, s := range c.order {
+		if !s.ended && s.r != nil {
+			live[s.id] = s.hdr.PID
+		}
+	}
+	return live
+}
+
 // Warnings returns problems met while collecting (each once).
 func (c *Collector) Warnings() []string { return c.warnings }
 

@@ -236,7 +236,7 @@ func TestTextProcessStates(t *testing.T) {
 	}
 	for _, want := range []string{
 		"  [102 sh] stream 3, replaced by exec; dropped: 0\n",
-		"  [102 ls] stream 4, exit status unknown; dropped: 0\n",
+		"  [102 ls] stream 4, ended without exit() (_exit or a signal); status unknown; dropped: 0\n",
 		"  [103 x] stream 5, no end record (capture cut short); dropped: unknown\n",
 	} {
 		if !strings.Contains(buf.String(), want) {

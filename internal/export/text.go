@@ -91,7 +91,8 @@ func exitStatus(e *capture.End) string {
 	case e.Exec:
 		return "replaced by exec"
 	case !e.Known:
-		return "exit status unknown"
+		// Not heaplens's child and no exit() mark: _exit, a signal, SIGKILL or the OOM killer.
+		return "ended without exit() (_exit or a signal); status unknown"
 	case e.Signaled:
 		return fmt.Sprintf("killed by signal %d", e.Signal)
 	}

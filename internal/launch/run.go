@@ -123,7 +123,7 @@ func Run(o Options) (*Result, error) {
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	lastFlush, lastRSS := time.Now(), time.Time{}
-	rss := newRSSSampler(dir)
+	rss := newRSSSampler()
 	var collectErr error
 loop:
 	for {
@@ -133,13 +133,11 @@ loop:
 		case sig := <-signals:
 			cmd.Process.Signal(sig)
 		case <-tick.C:
-			rss.scan()
 			if collectErr == nil {
 				collectErr = col.Poll(false)
 			}
-			rss.sync(col.Streams())
 			if collectErr == nil && time.Since(lastRSS) >= rssEvery {
-				collectErr = rss.sample(w)
+				collectErr = rss.sample(w, col.Live())
 				lastRSS = time.Now()
 			}
 			if time.Since(lastFlush) >= flushEvery {

@@ -101,9 +101,15 @@ type folded map[string]float64
 
 func report(t *testing.T, capPath, view string) folded {
 	t.Helper()
-	res := run(t, 2*time.Minute, heaplensBin(t), "report", capPath, "--view", view, "--format", "folded")
+	return reportWith(t, capPath, "--view", view)
+}
+
+// reportWith runs `heaplens report` with extra flags and parses folded output.
+func reportWith(t *testing.T, capPath string, args ...string) folded {
+	t.Helper()
+	res := run(t, 2*time.Minute, heaplensBin(t), append([]string{"report", capPath, "--format", "folded"}, args...)...)
 	if res.code != 0 {
-		t.Fatalf("report %s: exit %d\n%s", view, res.code, res.stderr)
+		t.Fatalf("report %v: exit %d\n%s", args, res.code, res.stderr)
 	}
 	f := folded{}
 	sc := bufio.NewScanner(strings.NewReader(res.stdout))
@@ -111,12 +117,9 @@ func report(t *testing.T, capPath, view string) folded {
 	for sc.Scan() {
 		line := sc.Text()
 		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			t.Fatalf("bad folded line %q", line)
-		}
 		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("bad folded value in %q", line)
+		if i < 0 || err != nil {
+			t.Fatalf("bad folded line %q", line)
 		}
 		f[line[:i]] += v
 	}

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
 	"math"
 	"os"
@@ -25,28 +24,6 @@ const (
 	burstRate       = 64 << 10
 )
 
-// reportWith runs `heaplens report` with extra flags and parses folded output.
-func reportWith(t *testing.T, capPath string, args ...string) folded {
-	t.Helper()
-	res := run(t, 2*time.Minute, heaplensBin(t), append([]string{"report", capPath, "--format", "folded"}, args...)...)
-	if res.code != 0 {
-		t.Fatalf("report %v: exit %d\n%s", args, res.code, res.stderr)
-	}
-	f := folded{}
-	sc := bufio.NewScanner(strings.NewReader(res.stdout))
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if i < 0 || err != nil {
-			t.Fatalf("bad folded line %q", line)
-		}
-		f[line[:i]] += v
-	}
-	return f
-}
-
 // jsonDoc is the part of docs/json-format.md the tests read.
 type jsonDoc struct {
 	Schema    string `json:"schema"`
@@ -61,7 +38,7 @@ type jsonDoc struct {
 			Bytes float64
 		}
 	}
-	Total struct{ Bytes float64 }
+	Total  struct{ Bytes float64 }
 	Frames []struct {
 		Label, Kind string
 	}
