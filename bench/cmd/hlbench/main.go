@@ -19,17 +19,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/heaplens/heaplens/bench/internal/harness"
 )
 
 // defaultRate is heaplens' default sampling period (512 KiB), the rate the
@@ -132,7 +132,7 @@ func run(o options) error {
 
 	rep := Report{
 		Date:    time.Now().UTC().Format(time.RFC3339),
-		Machine: machineInfo(),
+		Machine: harness.MachineInfo(),
 		Runs:    o.runs,
 		Quick:   o.quick,
 		Rate:    defaultRate,
@@ -157,19 +157,7 @@ func run(o options) error {
 	rep.Warnings = b.warnings
 	rep.Seconds = math.Round(time.Since(start).Seconds())
 
-	md := formatMarkdown(rep)
-	fmt.Print(md)
-	if err := os.MkdirAll(o.out, 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(o.out, "malloc.md"), []byte(md), 0o644); err != nil {
-		return err
-	}
-	js, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(o.out, "malloc.json"), append(js, '\n'), 0o644)
+	return harness.Save(o.out, "malloc", formatMarkdown(rep), rep)
 }
 
 // build compiles bench/workloads/NAME.c the way the issue fixes it: -O2
@@ -241,7 +229,7 @@ func (b *bench) runOnce(m mode, rate uint64, extraEnv []string, prog string, arg
 	if err != nil {
 		return nil, fmt.Errorf("%s %s %s: %v\n%s", m, filepath.Base(prog), strings.Join(args, " "), err, stderr.String())
 	}
-	kv := parseKV(lastLine(stdout.String()))
+	kv := harness.ParseKV(lastLine(stdout.String()))
 	if len(kv) == 0 {
 		return nil, fmt.Errorf("%s %s %s: no result in output %q", m, filepath.Base(prog), strings.Join(args, " "), stdout.String())
 	}
@@ -269,46 +257,6 @@ func (b *bench) noteWarnings(m mode, args []string, stderr string) {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
-}
-
-// parseKV reads "a=1.5 b=2" into a map; other words are ignored.
-func parseKV(line string) map[string]float64 {
-	kv := map[string]float64{}
-	for _, f := range strings.Fields(line) {
-		k, v, ok := strings.Cut(f, "=")
-		if !ok {
-			continue
-		}
-		if x, err := strconv.ParseFloat(v, 64); err == nil {
-			kv[k] = x
-		}
-	}
-	return kv
-}
-
-// median of xs (the mean of the middle two for an even count); xs is not modified.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
-// rotation returns the order of the k modes in round i: rotating which mode
-// goes first cancels a systematic advantage of running first (or right
-// after a given other mode), which plain repetition would keep.
-func rotation(k, i int) []int {
-	order := make([]int, k)
-	for j := range order {
-		order[j] = (i + j) % k
-	}
-	return order
 }
 
 // ---- malloc+free pairs ----

@@ -12,49 +12,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/heaplens/heaplens/bench/internal/harness"
 )
 
-func TestMedian(t *testing.T) {
-	for _, c := range []struct {
-		in   []float64
-		want float64
-	}{
-		{[]float64{3}, 3},
-		{[]float64{5, 1, 3}, 3},
-		{[]float64{4, 1, 3, 2}, 2.5},
-		{[]float64{7, 7, 1, 100, 7}, 7},
-	} {
-		in := append([]float64(nil), c.in...)
-		if got := median(c.in); got != c.want {
-			t.Errorf("median(%v) = %v, want %v", in, got, c.want)
-		}
-		for i := range in {
-			if in[i] != c.in[i] {
-				t.Errorf("median reordered its input: %v", c.in)
-			}
-		}
-	}
-	if !math.IsNaN(median(nil)) {
-		t.Error("median(nil) is not NaN")
-	}
-}
-
-func TestRotation(t *testing.T) {
-	// Over k rounds every mode must run once in every position.
-	const k = 3
-	seen := map[[2]int]bool{}
-	for i := 0; i < k; i++ {
-		for pos, m := range rotation(k, i) {
-			seen[[2]int{pos, m}] = true
-		}
-	}
-	if len(seen) != k*k {
-		t.Errorf("rotation covers %d of %d (position, mode) pairs", len(seen), k*k)
-	}
-}
-
 func TestParseKV(t *testing.T) {
-	kv := parseKV("ns_per_pair=12.500 min_ns_per_pair=11 wall_ns=125000000 junk x=notanumber")
+	kv := harness.ParseKV("ns_per_pair=12.500 min_ns_per_pair=11 wall_ns=125000000 junk x=notanumber")
 	if kv["ns_per_pair"] != 12.5 || kv["min_ns_per_pair"] != 11 || kv["wall_ns"] != 125e6 {
 		t.Errorf("parseKV = %v", kv)
 	}
@@ -197,31 +160,10 @@ func TestSizeLabel(t *testing.T) {
 	}
 }
 
-func TestTable(t *testing.T) {
-	got := table([]string{"config", ">ns"}, [][]string{{"128 B", "7.5"}, {"8 MiB × 2 thr", "12345.0"}})
-	want := "| config        |      ns |\n" +
-		"| ------------- | ------: |\n" +
-		"| 128 B         |     7.5 |\n" +
-		"| 8 MiB × 2 thr | 12345.0 |\n"
-	if got != want {
-		t.Errorf("table:\n%s\nwant:\n%s", got, want)
-	}
-}
-
-func TestCPUModel(t *testing.T) {
-	info := "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n\nprocessor\t: 1\nmodel name\t: AMD EPYC 7B13\n"
-	if got := cpuModel(info); got != "AMD EPYC 7B13" {
-		t.Errorf("cpuModel = %q", got)
-	}
-	if got := cpuModel(""); got != "unknown" {
-		t.Errorf("cpuModel(\"\") = %q", got)
-	}
-}
-
 func TestFormatMarkdown(t *testing.T) {
 	r := Report{
 		Date:    "2026-01-02T03:04:05Z",
-		Machine: Machine{CPUs: 2, CPU: "Test CPU", Kernel: "6.1", Glibc: "glibc 2.36", Go: "go1.26"},
+		Machine: harness.Machine{CPUs: 2, CPU: "Test CPU", Kernel: "6.1", Glibc: "glibc 2.36", Go: "go1.26"},
 		Runs:    7,
 		Rate:    512 << 10,
 		Pairs: []PairResult{

@@ -4,53 +4,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/heaplens/heaplens/bench/internal/harness"
 )
-
-// Machine identifies where the numbers come from: they mean nothing without it.
-type Machine struct {
-	CPUs   int    `json:"nproc"`
-	CPU    string `json:"cpu"`
-	Kernel string `json:"kernel"`
-	Glibc  string `json:"glibc"`
-	Go     string `json:"go"`
-}
-
-func machineInfo() Machine {
-	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version()}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		m.CPU = cpuModel(string(b))
-	}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.Kernel = strings.TrimSpace(string(b))
-	}
-	if b, err := exec.Command("getconf", "GNU_LIBC_VERSION").Output(); err == nil {
-		m.Glibc = strings.TrimSpace(string(b))
-	}
-	return m
-}
-
-// cpuModel returns the first "model name" of /proc/cpuinfo text.
-func cpuModel(cpuinfo string) string {
-	for _, l := range strings.Split(cpuinfo, "\n") {
-		k, v, ok := strings.Cut(l, ":")
-		if ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown"
-}
 
 // ---- the report ----
 
 // Report is everything one invocation measured; malloc.json is this.
 type Report struct {
 	Date        string           `json:"date"`
-	Machine     Machine          `json:"machine"`
+	Machine     harness.Machine  `json:"machine"`
 	Runs        int              `json:"runs"`
 	Quick       bool             `json:"quick"`
 	Rate        uint64           `json:"rate"`
@@ -92,62 +57,6 @@ func pairLabel(r PairResult) string {
 	return s
 }
 
-// table formats a markdown table whose columns are padded to equal width,
-// so it reads as well on a terminal as rendered. A header starting with
-// ">" marks a right-aligned (numeric) column; the ">" is not printed.
-func table(header []string, rows [][]string) string {
-	right := make([]bool, len(header))
-	h := make([]string, len(header))
-	for i, c := range header {
-		right[i] = strings.HasPrefix(c, ">")
-		h[i] = strings.TrimPrefix(c, ">")
-	}
-	w := make([]int, len(h))
-	for i, c := range h {
-		w[i] = max(3, len([]rune(c)))
-	}
-	for _, r := range rows {
-		for i := range h {
-			if i < len(r) {
-				w[i] = max(w[i], len([]rune(r[i])))
-			}
-		}
-	}
-	pad := func(s string, i int) string {
-		n := w[i] - len([]rune(s))
-		if right[i] {
-			return strings.Repeat(" ", n) + s
-		}
-		return s + strings.Repeat(" ", n)
-	}
-	var sb strings.Builder
-	line := func(cells []string) {
-		sb.WriteString("|")
-		for i := range h {
-			c := ""
-			if i < len(cells) {
-				c = cells[i]
-			}
-			sb.WriteString(" " + pad(c, i) + " |")
-		}
-		sb.WriteString("\n")
-	}
-	line(h)
-	sb.WriteString("|")
-	for i := range h {
-		if right[i] {
-			sb.WriteString(" " + strings.Repeat("-", w[i]-1) + ": |")
-		} else {
-			sb.WriteString(" " + strings.Repeat("-", w[i]) + " |")
-		}
-	}
-	sb.WriteString("\n")
-	for _, r := range rows {
-		line(r)
-	}
-	return sb.String()
-}
-
 func f1(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) }
 func f2(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) }
 
@@ -177,7 +86,7 @@ func formatMarkdown(r Report) string {
 			f1(p.Added), f2(p.Ratio), f2(p.InactRatio), strconv.FormatFloat(p.SampleProb, 'g', 3, 64), f1(p.Unsampled),
 			f1(p.Budget), within})
 	}
-	sb.WriteString(table([]string{"config", ">iters", ">bare ns", ">inactive ns", ">heaplens ns", ">added ns", ">ratio",
+	sb.WriteString(harness.Table([]string{"config", ">iters", ">bare ns", ">inactive ns", ">heaplens ns", ">added ns", ">ratio",
 		">inactive ratio", ">P(sample)", ">unsampled ns", ">budget ns", "within"}, rows))
 
 	if all := append(append([]SampleResult(nil), r.Samples...), r.PairSamples...); len(all) > 0 {
@@ -185,9 +94,9 @@ func formatMarkdown(r Report) string {
 		rows = nil
 		for _, s := range all {
 			rows = append(rows, []string{sampleLabel(s), strconv.Itoa(s.Frames), strconv.FormatUint(s.N, 10),
-				f1(median(s.BareNs)), f1(median(s.Rate1Ns)), f2(s.PerSampleNs / 1000)})
+				f1(harness.Median(s.BareNs)), f1(harness.Median(s.Rate1Ns)), f2(s.PerSampleNs / 1000)})
 		}
-		sb.WriteString(table([]string{"workload", ">frames", ">N", ">bare ns/alloc", ">rate 1 ns/alloc", ">µs per sample"}, rows))
+		sb.WriteString(harness.Table([]string{"workload", ">frames", ">N", ">bare ns/alloc", ">rate 1 ns/alloc", ">µs per sample"}, rows))
 		if !math.IsNaN(r.PerFrameNs) {
 			fmt.Fprintf(&sb, "\nSlope: %.0f ns per frame (least squares over the deep_sample depths).\n", r.PerFrameNs)
 		}
@@ -199,27 +108,17 @@ func formatMarkdown(r Report) string {
 		for _, c := range r.Callgrind.Rows {
 			rows = append(rows, []string{c.Name, fmt.Sprintf("%d %ss", c.Units, c.Per), f1(c.BarePer), f1(c.AddedPer)})
 		}
-		sb.WriteString(table([]string{"run", ">units", ">bare Ir/unit", ">added Ir/unit"}, rows))
+		sb.WriteString(harness.Table([]string{"run", ">units", ">bare Ir/unit", ">added Ir/unit"}, rows))
 		if len(r.Callgrind.FastPath) > 0 {
 			sb.WriteString("\nUnsampled fast path, self instructions per pair in libheaplens.so:\n\n")
 			rows = nil
 			for _, f := range r.Callgrind.FastPath {
 				rows = append(rows, []string{f.Function, f2(f.PerPair)})
 			}
-			sb.WriteString(table([]string{"function", ">Ir per pair"}, rows))
+			sb.WriteString(harness.Table([]string{"function", ">Ir per pair"}, rows))
 		}
 	}
-	if len(r.Notes) > 0 {
-		sb.WriteString("\n## Notes\n\n")
-		for _, n := range r.Notes {
-			sb.WriteString("- " + n + "\n")
-		}
-	}
-	if len(r.Warnings) > 0 {
-		sb.WriteString("\n## Warnings\n\n")
-		for _, w := range r.Warnings {
-			sb.WriteString("- " + w + "\n")
-		}
-	}
+	sb.WriteString(harness.Bullets("Notes", r.Notes))
+	sb.WriteString(harness.Bullets("Warnings", r.Warnings))
 	return sb.String()
 }

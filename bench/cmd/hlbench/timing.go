@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/heaplens/heaplens/bench/internal/harness"
 )
 
 // PairResult is one row of the timing table.
@@ -85,7 +87,7 @@ func (b *bench) pairsTiming(perSampleNs map[int]float64) ([]PairResult, error) {
 		modes := []mode{bare, inactive, profiled}
 		dst := []*[]float64{&r.BareNs, &r.InactiveNs, &r.HeaplensNs}
 		for i := 0; i < b.o.runs; i++ {
-			for _, j := range rotation(len(modes), i) {
+			for _, j := range harness.Rotation(len(modes), i) {
 				kv, err := b.runOnce(modes[j], defaultRate, c.env, b.pairs, args(iters)...)
 				if err != nil {
 					return nil, err
@@ -93,7 +95,7 @@ func (b *bench) pairsTiming(perSampleNs map[int]float64) ([]PairResult, error) {
 				*dst[j] = append(*dst[j], kv["ns_per_pair"])
 			}
 		}
-		r.Bare, r.Inactive, r.Heaplens = median(r.BareNs), median(r.InactiveNs), median(r.HeaplensNs)
+		r.Bare, r.Inactive, r.Heaplens = harness.Median(r.BareNs), harness.Median(r.InactiveNs), harness.Median(r.HeaplensNs)
 		r.Added = r.Heaplens - r.Bare
 		r.Ratio = r.Heaplens / r.Bare
 		r.InactRatio = r.Inactive / r.Bare
@@ -166,7 +168,7 @@ type SampleResult struct {
 	N           uint64    `json:"n"`      // allocations per run (per thread)
 	BareNs      []float64 `json:"bare_ns_per_alloc"`
 	Rate1Ns     []float64 `json:"rate1_ns_per_alloc"`
-	PerSampleNs float64   `json:"per_sample_ns"` // median(rate1) - median(bare)
+	PerSampleNs float64   `json:"per_sample_ns"` // harness.Median(rate1) - harness.Median(bare)
 }
 
 // perSample measures the cost of one sample: deep_sample at each depth
@@ -209,7 +211,7 @@ func (b *bench) sampleCost(r *SampleResult, prog, key string, args func(n uint64
 	modes := []mode{bare, profiled}
 	dst := []*[]float64{&r.BareNs, &r.Rate1Ns}
 	for i := 0; i < b.o.runs; i++ {
-		for _, j := range rotation(len(modes), i) {
+		for _, j := range harness.Rotation(len(modes), i) {
 			kv, err := b.runOnce(modes[j], 1, nil, prog, args(n)...)
 			if err != nil {
 				return err
@@ -217,7 +219,7 @@ func (b *bench) sampleCost(r *SampleResult, prog, key string, args func(n uint64
 			*dst[j] = append(*dst[j], kv[key])
 		}
 	}
-	r.PerSampleNs = median(r.Rate1Ns) - median(r.BareNs)
+	r.PerSampleNs = harness.Median(r.Rate1Ns) - harness.Median(r.BareNs)
 	fmt.Fprintf(os.Stderr, "hlbench: sample, %s: %.2f µs\n", sampleLabel(*r), r.PerSampleNs/1000)
 	return nil
 }

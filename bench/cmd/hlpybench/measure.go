@@ -1,0 +1,264 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/heaplens/heaplens/bench/internal/harness"
+)
+
+// ---- the cost of one sample ----
+
+// SampleResult is the cost of one sampled allocation (ALLOC record with
+// native and Python stack, and the FREE record of the block) in py_deep.
+type SampleResult struct {
+	Levels int `json:"levels"` // C re-entries between main and the allocating loop
+	// Frames of the sampled stack, counted in a capture: NativeFrames is
+	// what the unwinder walks (the interpreter's own frames included, each
+	// _PyEval_EvalFrameDefault activation once), PythonFrames what the
+	// Python walk reads.
+	NativeFrames int       `json:"native_frames"`
+	PythonFrames int       `json:"python_frames"`
+	AllocsPerIt  float64   `json:"allocs_per_iteration"` // sampled allocations per loop iteration at rate 1
+	N            int       `json:"n"`
+	Size         int       `json:"size"`
+	BareNs       []float64 `json:"bare_ns_per_alloc"`
+	Rate1Ns      []float64 `json:"rate1_ns_per_alloc"`
+	Rate1NoPyNs  []float64 `json:"rate1_nopython_ns_per_alloc"`
+	BareWallS    []float64 `json:"bare_wall_s"`
+	Rate1WallS   []float64 `json:"rate1_wall_s"`
+	// PerSampleUs = (median rate-1 loop ns/alloc − median bare) / allocs per
+	// iteration, timed inside the loop; NoPyUs the same with --no-python
+	// (native stack only, no Python walk); WallUs from the harness clock of
+	// the whole runs: (t_rate1 − t_bare) / (N × allocs per iteration).
+	PerSampleUs float64 `json:"per_sample_us"`
+	NoPyUs      float64 `json:"per_sample_nopython_us"`
+	WallUs      float64 `json:"per_sample_wall_us"`
+}
+
+// Frames is NativeFrames + PythonFrames.
+func (r SampleResult) Frames() int { return r.NativeFrames + r.PythonFrames }
+
+// perSample measures py_deep at each level count: bare, heaplens --rate 1
+// and heaplens --rate 1 --no-python, interleaved.
+func (b *bench) perSample() ([]SampleResult, error) {
+	var res []SampleResult
+	for _, lv := range b.o.levels {
+		r := SampleResult{Levels: lv, N: b.o.deepN, Size: b.o.deepSize}
+		args := []string{strconv.Itoa(lv), strconv.Itoa(r.N), strconv.Itoa(r.Size)}
+		if err := b.countFrames(&r); err != nil {
+			return nil, err
+		}
+		ms, err := b.interleave([]config{cfgBare, cfgRate1, cfgRate1NoPy}, "ns_per_alloc", "py_deep.py", args...)
+		if err != nil {
+			return nil, err
+		}
+		perAlloc := func(m Measurement) float64 { return m.KV["ns_per_alloc"] }
+		wall := func(m Measurement) float64 { return m.WallS }
+		r.BareNs, r.Rate1Ns, r.Rate1NoPyNs = field(ms[0], perAlloc), field(ms[1], perAlloc), field(ms[2], perAlloc)
+		r.BareWallS, r.Rate1WallS = field(ms[0], wall), field(ms[1], wall)
+		k := r.AllocsPerIt
+		r.PerSampleUs = (harness.Median(r.Rate1Ns) - harness.Median(r.BareNs)) / k / 1000
+		r.NoPyUs = (harness.Median(r.Rate1NoPyNs) - harness.Median(r.BareNs)) / k / 1000
+		r.WallUs = (harness.Median(r.Rate1WallS) - harness.Median(r.BareWallS)) * 1e6 / (float64(r.N) * k)
+		logf("sample, %d frames (%d native + %d Python): %.2f µs (--no-python %.2f µs, by wall %.2f µs)",
+			r.Frames(), r.NativeFrames, r.PythonFrames, r.PerSampleUs, r.NoPyUs, r.WallUs)
+		res = append(res, r)
+	}
+	return res, nil
+}
+
+// countFrames runs py_deep once at rate 1 keeping the interpreter's native
+// frames, and counts the frames of the loop's allocation stack: the stack
+// with the most bytes in the allocs view. It also checks that the loop
+// makes the allocations it should (allocs per iteration = bytes / size / N).
+func (b *bench) countFrames(r *SampleResult) error {
+	n := min(r.N, 20000)
+	capture := filepath.Join(b.tmp, "frames.hlc")
+	defer os.Remove(capture)
+	py := []string{b.peers.venvPython, filepath.Join(b.workloads, "py_deep.py"), strconv.Itoa(r.Levels), strconv.Itoa(n), strconv.Itoa(r.Size)}
+	cmd := exec.Command(b.heaplens, append([]string{"run", "-q", "-o", capture, "--rate", "1", "--native-python-internals", "--"}, py...)...)
+	cmd.Env = cleanEnv(nil)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("py_deep %d levels under heaplens: %v\n%s", r.Levels, err, out)
+	}
+	out, err := exec.Command(b.heaplens, "report", capture, "--view", "allocs", "--format", "folded").Output()
+	if err != nil {
+		return fmt.Errorf("heaplens report %s: %v", capture, err)
+	}
+	stack, bytes := heaviestStack(string(out))
+	if stack == "" {
+		return fmt.Errorf("py_deep %d levels: no stack in the capture", r.Levels)
+	}
+	r.NativeFrames, r.PythonFrames = countStack(stack)
+	r.AllocsPerIt = float64(bytes) / float64(r.Size) / float64(n)
+	if r.AllocsPerIt < 0.99 || r.AllocsPerIt > 1.01 {
+		b.warn(fmt.Sprintf("py_deep %d levels: %.3f sampled allocations per loop iteration at rate 1, not 1", r.Levels, r.AllocsPerIt))
+	}
+	if r.AllocsPerIt <= 0 {
+		r.AllocsPerIt = 1
+	}
+	return nil
+}
+
+// heaviestStack returns the frames (without the leading "[pid comm]"
+// process frame) and weight of the heaviest line of folded output.
+func heaviestStack(folded string) (stack string, weight int64) {
+	for _, l := range strings.Split(folded, "\n") {
+		i := strings.LastIndexByte(l, ' ')
+		if i < 0 {
+			continue
+		}
+		w, err := strconv.ParseInt(l[i+1:], 10, 64)
+		if err != nil || w <= weight {
+			continue
+		}
+		stack, weight = l[:i], w
+	}
+	if strings.HasPrefix(stack, "[") {
+		if _, rest, ok := strings.Cut(stack, ";"); ok {
+			stack = rest
+		}
+	}
+	return stack, weight
+}
+
+// pyFrame matches a Python frame of folded output: "func (file.py:LINE)".
+var pyFrame = regexp.MustCompile(`\(.*\.pyw?:\d+\)$`)
+
+// countStack counts the frames of one folded stack captured with
+// --native-python-internals. There each _PyEval_EvalFrameDefault frame is
+// shown as its activation's Python frames, so the native frames the
+// unwinder walked are the shown native frames plus one per run of
+// consecutive Python frames.
+func countStack(stack string) (native, python int) {
+	prevPy := false
+	for _, f := range strings.Split(stack, ";") {
+		if pyFrame.MatchString(f) {
+			python++
+			if !prevPy {
+				native++ // the activation's eval frame
+			}
+			prevPy = true
+			continue
+		}
+		native++
+		prevPy = false
+	}
+	return native, python
+}
+
+// ---- end to end ----
+
+// workload is one end-to-end program.
+type workload struct {
+	name   string
+	script string
+	args   []string
+}
+
+func (b *bench) endToEndWorkloads() []workload {
+	return []workload{
+		{"py_churn", "py_churn.py", []string{strconv.Itoa(b.o.churnRounds)}},
+		{"py_numpy", "py_numpy.py", []string{strconv.Itoa(b.o.numpyIters), strconv.Itoa(b.o.numpyN)}},
+	}
+}
+
+// ConfigResult is one configuration of one workload: every run, and medians.
+type ConfigResult struct {
+	Config      string        `json:"config"`
+	Unavailable string        `json:"unavailable,omitempty"` // why it was not run
+	Runs        []Measurement `json:"runs,omitempty"`
+	WallS       float64       `json:"wall_s_median"`
+	CPUS        float64       `json:"cpu_s_median"`
+	LoopS       float64       `json:"loop_s_median"` // the workload's own timer around its main loop
+	TreeRSSKB   float64       `json:"tree_maxrss_kb_median"`
+	SelfRSSKB   float64       `json:"self_maxrss_kb_median"`
+	Capture     float64       `json:"capture_bytes_median"`
+	WallRatio   float64       `json:"wall_ratio"` // median wall / median bare wall
+	CPURatio    float64       `json:"cpu_ratio"`
+	WithinGoal  bool          `json:"within_goal"` // WallRatio <= goalRatio
+}
+
+// WorkloadResult is one end-to-end workload.
+type WorkloadResult struct {
+	Name    string         `json:"name"`
+	Args    []string       `json:"args"`
+	Configs []ConfigResult `json:"configs"`
+}
+
+// endToEnd runs w in every configuration, interleaved; memray's rows are
+// present but marked unavailable when memray could not be installed.
+func (b *bench) endToEnd(w workload) (WorkloadResult, error) {
+	res := WorkloadResult{Name: w.name, Args: w.args}
+	cfgs := []config{cfgBare, cfgHeaplens, cfgHeaplensNoPy}
+	if b.peers.Memray != "" {
+		cfgs = append(cfgs, cfgMemray, cfgMemrayNative)
+	}
+	logf("%s: %d configurations × %d runs", w.name, len(cfgs), b.o.runs)
+	ms, err := b.interleave(cfgs, "checksum", w.script, w.args...)
+	if err != nil {
+		return res, err
+	}
+	for i, c := range cfgs {
+		res.Configs = append(res.Configs, summarize(c.Name, ms[i]))
+	}
+	if b.peers.Memray == "" {
+		for _, c := range []config{cfgMemray, cfgMemrayNative} {
+			res.Configs = append(res.Configs, ConfigResult{Config: c.Name, Unavailable: b.peers.MemrayReason})
+		}
+	}
+	bare := res.Configs[0]
+	for i := range res.Configs {
+		c := &res.Configs[i]
+		if c.Unavailable != "" {
+			continue
+		}
+		c.WallRatio = c.WallS / bare.WallS
+		c.CPURatio = c.CPUS / bare.CPUS
+		c.WithinGoal = c.WallRatio <= goalRatio
+		logf("%s, %s: %.2f s (×%.3f)", w.name, c.Config, c.WallS, c.WallRatio)
+	}
+	if bad := checksumMismatch(ms); bad != "" {
+		b.warn(fmt.Sprintf("%s: checksums differ between runs: %s", w.name, bad))
+	}
+	return res, nil
+}
+
+// summarize takes the medians of one configuration's runs.
+func summarize(name string, ms []Measurement) ConfigResult {
+	return ConfigResult{
+		Config:    name,
+		Runs:      ms,
+		WallS:     harness.Median(field(ms, func(m Measurement) float64 { return m.WallS })),
+		CPUS:      harness.Median(field(ms, func(m Measurement) float64 { return m.CPUS })),
+		LoopS:     harness.Median(field(ms, func(m Measurement) float64 { return m.KV["loop_s"] })),
+		TreeRSSKB: harness.Median(field(ms, func(m Measurement) float64 { return float64(m.TreeRSSKB) })),
+		SelfRSSKB: harness.Median(field(ms, func(m Measurement) float64 { return float64(m.SelfRSSKB) })),
+		Capture:   harness.Median(field(ms, func(m Measurement) float64 { return float64(m.CaptureBytes) })),
+	}
+}
+
+// checksumMismatch returns "" when every run printed the same checksum,
+// else the distinct values.
+func checksumMismatch(ms [][]Measurement) string {
+	seen := map[string]bool{}
+	var order []string
+	for _, runs := range ms {
+		for _, m := range runs {
+			if !seen[m.Checksum] {
+				seen[m.Checksum] = true
+				order = append(order, m.Checksum)
+			}
+		}
+	}
+	if len(order) <= 1 {
+		return ""
+	}
+	return strings.Join(order, ", ")
+}
