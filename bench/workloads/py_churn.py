@@ -8,6 +8,8 @@ import json
 import sys
 import time
 
+from peak_rss import peak_rss_kb  # beside this script
+
 
 class Item:
     """A small object with a __dict__ (two allocations per instance)."""
@@ -44,16 +46,6 @@ def one_round(r):
     total = sum(len(x[1]) for x in back["items"]) + len(back["m"]) + len(blob)
     total += sum(s.a for s in slots) + len(words)
     return d, total
-
-
-def peak_rss_kb():
-    """This process's peak RSS (VmHWM). Not ru_maxrss: a process started by
-    a Go program (vfork semantics) keeps its parent's peak across exec."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return 0
 
 
 def main():

@@ -7,15 +7,7 @@ import time
 
 import numpy as np
 
-
-def peak_rss_kb():
-    """This process's peak RSS (VmHWM). Not ru_maxrss: a process started by
-    a Go program (vfork semantics) keeps its parent's peak across exec."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return 0
+from peak_rss import peak_rss_kb  # beside this script
 
 
 def main():
