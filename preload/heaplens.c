@@ -650,7 +650,7 @@ COLD void record_alloc(void *p, size_t n, int func)
 		flags |= HL_ALLOC_TRUNCATED;
 	struct hl_ring_header *h = __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE);
 	if (!h) {
-		count_drop(&g.early_drops);
+		__atomic_fetch_add(&g.early_drops, 1, __ATOMIC_RELAXED); /* sampled before the ring existed */
 		goto out;
 	}
 	uint32_t hint = 0;

@@ -106,7 +106,7 @@ extern int py_pending; /* a supported interpreter is loaded; its PyMem hooks are
 void py_detect(void);
 void py_try_install(void);
 void py_walk(void);
-int py_emit_codes(void);
+void py_emit_codes(void);
 void py_check_final(void);
 void py_atfork_child(void);
 

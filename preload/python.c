@@ -288,33 +288,26 @@ static int emit_code(const char *code, uint32_t ident)
 }
 
 /* Sends a CODE record for every frame's code object this ring has not seen. */
-int py_emit_codes(void)
+void py_emit_codes(void)
 {
 	for (uint32_t i = 0; i < tls.npy; i++) {
 		uintptr_t code = (uintptr_t)tls.py[2 * i];
 		uint32_t ident = (uint32_t)(tls.py[2 * i + 1] >> 32);
-		uint32_t slot = (uint32_t)((code >> 4) * 0x9e3779b1u) % CODE_SLOTS, k;
+		uint32_t first = (uint32_t)((code >> 4) * 0x9e3779b1u) % CODE_SLOTS, slot = first, k;
 		for (k = 0; k < 8; k++, slot = (slot + 1) % CODE_SLOTS) {
-			if (__atomic_load_n(&sent[slot].code, __ATOMIC_ACQUIRE) == code && sent[slot].ident == ident &&
-			    sent[slot].generation == py.generation)
-				break;
-			if (sent[slot].generation != py.generation || !sent[slot].code) {
-				if (emit_code((const char *)code, ident)) {
-					sent[slot].ident = ident, sent[slot].generation = py.generation;
-					__atomic_store_n(&sent[slot].code, code, __ATOMIC_RELEASE);
-				}
-				break;
-			}
+			if (sent[slot].generation != py.generation || !sent[slot].code)
+				break; /* a free slot: not sent yet */
+			if (__atomic_load_n(&sent[slot].code, __ATOMIC_ACQUIRE) == code && sent[slot].ident == ident)
+				goto next; /* sent already */
 		}
-		if (k == 8) { /* no room to remember it: replace the first slot */
-			slot = (uint32_t)((code >> 4) * 0x9e3779b1u) % CODE_SLOTS;
-			if (emit_code((const char *)code, ident)) {
-				sent[slot].ident = ident, sent[slot].generation = py.generation;
-				__atomic_store_n(&sent[slot].code, code, __ATOMIC_RELEASE);
-			}
+		if (k == 8)
+			slot = first; /* no room to remember it: take the first slot */
+		if (emit_code((const char *)code, ident)) {
+			sent[slot].ident = ident, sent[slot].generation = py.generation;
+			__atomic_store_n(&sent[slot].code, code, __ATOMIC_RELEASE);
 		}
+	next:;
 	}
-	return 1;
 }
 
 static int final_sent;

@@ -131,6 +131,11 @@ func (c *Collector) Poll(final bool) error {
 	if err := c.discover(); err != nil {
 		return err
 	}
+	// An exec gives a pid a newer ring: the older images of that pid are over.
+	newest := map[int]int64{}
+	for _, s := range c.order {
+		newest[s.hdr.PID] = max(newest[s.hdr.PID], s.hdr.StartMonoNano)
+	}
 	for _, s := range c.order {
 		if s.ended {
 			continue
@@ -142,8 +147,9 @@ func (c *Collector) Poll(final bool) error {
 		if err := c.drain(s); err != nil {
 			c.warn("%v", err)
 		}
-		if final || !alive || c.replaced(s) {
-			if err := c.end(s, alive && !final); err != nil {
+		replaced := s.hdr.StartMonoNano < newest[s.hdr.PID]
+		if final || !alive || replaced {
+			if err := c.end(s, replaced); err != nil {
 				return err
 			}
 		}
@@ -234,18 +240,9 @@ func (c *Collector) announce(s *stream) error {
 	return nil
 }
 
-// replaced reports whether an exec gave the pid a newer ring.
-func (c *Collector) replaced(s *stream) bool {
-	for _, o := range c.order {
-		if o != s && o.hdr.PID == s.hdr.PID && o.hdr.StartMonoNano > s.hdr.StartMonoNano {
-			return true
-		}
-	}
-	return false
-}
-
 func processAlive(pid int) bool {
-	return syscall.Kill(pid, 0) == nil || errors.Is(syscall.Kill(pid, 0), syscall.EPERM)
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 func (c *Collector) drain(s *stream) error {
@@ -412,7 +409,7 @@ func (c *Collector) end(s *stream, replaced bool) error {
 	if cnt.Truncated > 0 {
 		c.warn("%d stacks of pid %d were cut at 4096 native frames", cnt.Truncated, s.hdr.PID)
 	}
-	if replaced || c.replaced(s) {
+	if replaced {
 		e.Exec = true
 	} else if ws, ok := c.exits[s.hdr.PID]; ok {
 		e.Known = true
