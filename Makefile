@@ -9,8 +9,8 @@ SO      = internal/launch/libheaplens.so
 .PHONY: all test bench demo clean deps
 all: bin/heaplens
 
-$(SO): preload/heaplens.c preload/python.c preload/internal.h preload/heaplens_ring.h
-	$(CC) $(CFLAGS) $(PRELOAD_CFLAGS) -o $@ preload/heaplens.c preload/python.c -lm -lgcc_s
+$(SO): preload/heaplens.c preload/python.c preload/pools.c preload/openmp.c preload/internal.h preload/heaplens_ring.h
+	$(CC) $(CFLAGS) $(PRELOAD_CFLAGS) -o $@ preload/heaplens.c preload/python.c preload/pools.c preload/openmp.c -lm -lgcc_s
 
 bin/heaplens: $(SO) $(shell find cmd internal -name '*.go' -not -name '*_test.go') $(wildcard internal/web/assets/*) go.mod go.sum
 	$(GO) build -o $@ ./cmd/heaplens

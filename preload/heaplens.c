@@ -106,6 +106,8 @@ static uint32_t tid(void)
 	return tls.tid;
 }
 
+uint32_t hl_tid(void) { return tid(); }
+
 int64_t now_ns(clockid_t c)
 {
 	struct timespec ts;
@@ -455,6 +457,23 @@ static int covered(uintptr_t pc, uint32_t *hint)
 	return 0;
 }
 
+/* The executable segment of the module holding pc. */
+int module_range(uintptr_t pc, uintptr_t *lo, uintptr_t *hi)
+{
+	uint32_t i = 0;
+	if (!covered(pc, &i))
+		return 0;
+	const struct module *m = &g.mod[i];
+	for (uint32_t j = 0; j < m->nseg; j++)
+		if (m->seg[j][3] & 1 /* PF_X */) {
+			*lo = m->bias + m->seg[j][0], *hi = *lo + m->seg[j][1];
+			return 1;
+		}
+	return 0;
+}
+
+int hl_active(void) { return g.active; }
+
 /* ---- initialisation ---- */
 
 static uint64_t parse_u64(const char *s, uint64_t dflt)
@@ -505,6 +524,7 @@ __attribute__((constructor)) static void heaplens_init(void)
 {
 	tls.busy++;
 	init_global();
+	pools_init();
 	if (g.active) {
 		scan_modules();
 		py_detect();
@@ -541,6 +561,7 @@ static void atfork_child(void)
 	for (uint32_t i = 0; i < g.nmod; i++)
 		emit_module(&g.mod[i]);
 	py_atfork_child();
+	pools_atfork_child();
 	__atomic_fetch_or(&g.ring->flags, HL_FLAG_INIT_DONE, __ATOMIC_RELEASE);
 	tls.tid = 0;
 	if (!g.seeded)
@@ -636,23 +657,21 @@ static _Unwind_Reason_Code unwind_cb(struct _Unwind_Context *ctx, void *arg)
 	return _URC_NO_REASON;
 }
 
-COLD void record_alloc(void *p, size_t n, int func)
+/*
+ * Unwinds this thread into tls.frames and, unless the caller already did,
+ * reads its Python frames into tls.py; then makes sure the agent can name
+ * every pc and code object. Returns the ALLOC/ORIGIN flags.
+ */
+static uint32_t take_stack(int walked)
 {
-	int saved = errno;
-	int64_t rem = tls.remaining, owed = tls.owed; /* what the unwinder allocates is not the program's */
-	tls.busy++;
 	tls.nframes = 0;
 	_Unwind_Backtrace(unwind_cb, NULL);
 	py_check_final();
-	py_walk();
+	if (!walked)
+		py_walk();
 	uint32_t nf = tls.nframes, flags = 0;
 	if (nf >= HL_MAX_FRAMES)
 		flags |= HL_ALLOC_TRUNCATED;
-	struct hl_ring_header *h = __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE);
-	if (!h) {
-		__atomic_fetch_add(&g.early_drops, 1, __ATOMIC_RELAXED); /* sampled before the ring existed */
-		goto out;
-	}
 	uint32_t hint = 0;
 	for (uint32_t i = 0; i < nf; i++)
 		if (!covered(tls.frames[i], &hint)) { /* maybe a library loaded since the last scan */
@@ -661,7 +680,40 @@ COLD void record_alloc(void *p, size_t n, int func)
 		}
 	if (tls.npy)
 		py_emit_codes();
-	uint64_t len = 40 + 8 * (uint64_t)nf + 16 * (uint64_t)tls.npy, pos;
+	return flags;
+}
+
+/* Writes the taken stack at pos: native frames, then Python frames. */
+static void put_stack(uint64_t pos)
+{
+	for (uint32_t i = 0; i < tls.nframes; i++)
+		ring_put(pos + 8 * (uint64_t)i, tls.frames[i]);
+	for (uint32_t i = 0; i < 2 * tls.npy; i++)
+		ring_put(pos + 8 * (uint64_t)(tls.nframes + i), tls.py[i]);
+}
+
+static uint64_t stack_words(void) { return (uint64_t)tls.nframes + 2 * (uint64_t)tls.npy; }
+
+COLD void record_alloc(void *p, size_t n, int func)
+{
+	int saved = errno;
+	int64_t rem = tls.remaining, owed = tls.owed; /* what the unwinder allocates is not the program's */
+	tls.busy++;
+	struct hl_ring_header *h = __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE);
+	if (!h) {
+		__atomic_fetch_add(&g.early_drops, 1, __ATOMIC_RELAXED); /* sampled before the ring existed */
+		goto out;
+	}
+	uint32_t flags = take_stack(0);
+	uint64_t token = 0;
+	uint32_t method = (uint32_t)pool_origin(&token);
+	flags |= method << HL_ALLOC_METHOD_SHIFT;
+	if (token)
+		flags |= HL_ALLOC_ORIGIN;
+	if (func >= HL_FUNC_PYMEM_MALLOC)
+		flags |= HL_ALLOC_PYMEM;
+	uint64_t body = token ? 48 : 40;
+	uint64_t len = body + 8 * stack_words(), pos;
 	if (!ring_reserve(len, &pos)) {
 		count_drop(&h->dropped_alloc);
 		goto out;
@@ -671,15 +723,40 @@ COLD void record_alloc(void *p, size_t n, int func)
 	ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
 	ring_put(pos + 16, (uint64_t)(uintptr_t)p);
 	ring_put(pos + 24, n);
-	if (func >= HL_FUNC_PYMEM_MALLOC)
-		flags |= HL_ALLOC_PYMEM;
 	ring_put(pos + 32, (uint64_t)tid() | (uint64_t)flags << 32 | (uint64_t)tls.npy << 48);
-	for (uint32_t i = 0; i < nf; i++)
-		ring_put(pos + 40 + 8 * (uint64_t)i, tls.frames[i]);
-	for (uint32_t i = 0; i < 2 * tls.npy; i++)
-		ring_put(pos + 40 + 8 * (uint64_t)(nf + i), tls.py[i]);
-	ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_ALLOC, (uint32_t)func, nf));
+	if (token)
+		ring_put(pos + 40, token);
+	put_stack(pos + body);
+	ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_ALLOC, (uint32_t)func, tls.nframes));
 out:
+	tls.busy--;
+	tls.remaining = rem, tls.owed = owed;
+	errno = saved;
+}
+
+/*
+ * The stack of an origin thread, for the pool work done under token: taken
+ * by that thread itself, while it waits for the work (or when it submits).
+ * walked: tls.py already holds this thread's Python frames.
+ */
+COLD void record_origin(uint64_t token, int walked)
+{
+	struct hl_ring_header *h = __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE);
+	if (!h)
+		return;
+	int saved = errno;
+	int64_t rem = tls.remaining, owed = tls.owed;
+	tls.busy++;
+	uint32_t flags = take_stack(walked);
+	uint64_t len = 32 + 8 * stack_words(), pos;
+	if (ring_reserve(len, &pos)) {
+		ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
+		ring_put(pos + 16, token);
+		ring_put(pos + 24, (uint64_t)tid() | (uint64_t)flags << 32 | (uint64_t)tls.npy << 48);
+		put_stack(pos + 32);
+		ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_ORIGIN, 0, tls.nframes));
+	} else
+		__atomic_fetch_add(&h->dropped_other, 1, __ATOMIC_RELAXED);
 	tls.busy--;
 	tls.remaining = rem, tls.owed = owed;
 	errno = saved;

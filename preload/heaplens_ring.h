@@ -68,12 +68,26 @@ struct hl_ring_header {
 #define HL_REC_MODULE 3u /* time, load bias, path length, segments[count] {vaddr, memsz, offset, flags}, path */
 #define HL_REC_CODE 4u   /* code, identity|firstlineno<<32, filename kind|len<<8, qualname kind|len<<8, table len, bytes */
 #define HL_REC_MARK 5u   /* time, kind (HL_MARK_*), value */
+#define HL_REC_ORIGIN 6u /* time, token, tid|flags<<32|npy<<48, frames[count], python frames: an origin's stack */
 
 #define HL_MARK_PY_FINALIZING 1u /* the interpreter started shutting down: the program itself is done */
 #define HL_MARK_EXIT 2u          /* exit() was called; the status follows in the next word */
 
 #define HL_ALLOC_TRUNCATED 1u /* flags: the stack was cut at HL_MAX_FRAMES */
 #define HL_ALLOC_PYMEM 2u     /* flags: allocated through a PyMem domain (a Python object) */
+#define HL_ALLOC_ORIGIN 4u    /* flags: word 5 is the origin token (the frames start one word later) */
+#define HL_ALLOC_METHOD_SHIFT 8 /* flags bits 8..10: how the origin was decided (HL_ORIGIN_*) */
+
+/* Origins: who a thread works for (docs/ring-format.md, "Thread pools"). A token is
+ * origin tid << 32 | a sequence number of that thread, never 0. */
+enum hl_origin {
+	HL_ORIGIN_SELF,         /* the thread allocates for itself */
+	HL_ORIGIN_API,          /* declared through heaplens_pool_enter (docs/pool-api.md) */
+	HL_ORIGIN_OPENMP,       /* an OpenMP region: GOMP_parallel* or OMPT */
+	HL_ORIGIN_ADAPTER,      /* a per-library adapter */
+	HL_ORIGIN_FALLBACK,     /* the one Python thread blocked in native code */
+	HL_ORIGIN_UNATTRIBUTED, /* a non-Python thread of a Python process, no origin found */
+};
 /* An ALLOC's word 4 is tid | flags << 32 | python frame count << 48; the
  * python frames follow the native ones, two words each: the code object's
  * address, and identity << 32 | activation_end << 31 | (position + 1). */

@@ -45,6 +45,12 @@ struct tls {
 	int busy; /* inside the hook: allocations here are never sampled */
 	uint32_t tid; /* 0 until first needed; reset in a fork child */
 	uint32_t nframes, npy;
+	uint64_t origin;        /* token of the thread this one works for, 0 = itself (pools.c) */
+	uint32_t origin_method; /* HL_ORIGIN_* that set origin */
+	uint32_t origin_seq;    /* this thread's last token sequence number */
+	uint32_t open_depth;    /* nested origin_begin calls */
+	int open_slot;          /* its slot in pools.c's table, -1 if none was free */
+	uint64_t open_token;
 	uintptr_t frames[HL_MAX_FRAMES];
 	uint64_t py[2 * HL_MAX_PYFRAMES]; /* code pointer, position word: see heaplens_ring.h */
 };
@@ -91,6 +97,10 @@ static inline void *raw_of(void *p) { return (char *)p - off_of(p); }
 void *tag(void *raw, uint64_t off);
 void record_alloc(void *p, size_t n, int func);
 void record_free(void *p);
+void record_origin(uint64_t token, int walked);
+uint32_t hl_tid(void);
+int hl_active(void);
+int module_range(uintptr_t pc, uintptr_t *lo, uintptr_t *hi);
 void emit_mark(uint64_t kind, uint64_t value);
 int64_t now_ns(clockid_t c);
 
@@ -109,5 +119,15 @@ void py_walk(void);
 void py_emit_codes(void);
 void py_check_final(void);
 void py_atfork_child(void);
+int py_thread(void);        /* 1: this thread has a Python thread state */
+int py_foreign_thread(void); /* 1: a running interpreter, and this thread is not one of its threads */
+int py_waiter(uintptr_t ra); /* a Python thread waiting, called from ra outside the interpreter */
+
+/* pools.c */
+int pool_origin(uint64_t *token);
+uint64_t origin_begin(void);
+void origin_end(void);
+void pools_init(void);
+void pools_atfork_child(void);
 
 #endif

@@ -60,6 +60,7 @@ static struct {
 	pymem_allocator prev[2]; /* MEM, OBJ */
 	long attempts;
 	uint32_t generation; /* bumped in a fork child: its ring has seen no code yet */
+	uintptr_t text_lo, text_hi; /* the interpreter's code (libpython, or the executable) */
 } py;
 
 static void set_status(uint32_t version, uint32_t status)
@@ -143,6 +144,9 @@ void py_detect(void)
 	}
 	py.minor = minor;
 	set_status(hex, HL_PY_ACTIVE);
+	void *eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+	if (eval)
+		module_range((uintptr_t)eval, &py.text_lo, &py.text_hi);
 	const char *pm = getenv("PYTHONMALLOC"); /* without pymalloc every object already reaches malloc */
 	if (py.is_initialized && py.gil_check && py.get_allocator && py.set_allocator && (!pm || !strcmp(pm, "pymalloc")))
 		__atomic_store_n(&py_pending, 1, __ATOMIC_RELEASE);
@@ -233,6 +237,21 @@ void py_walk(void)
 			end_activation();
 	}
 	end_activation();
+}
+
+/* A running interpreter, not finalizing: thread states can be asked for. */
+static int py_running(void)
+{
+	return py.minor > 0 && py.is_initialized && py.is_initialized() && !LOAD(uint64_t, py.runtime, py.L.rt_finalizing);
+}
+
+int py_thread(void) { return py_running() && thread_state() != NULL; }
+
+int py_foreign_thread(void) { return py_running() && thread_state() == NULL; }
+
+int py_waiter(uintptr_t ra)
+{
+	return py.minor > 0 && ra - py.text_lo >= py.text_hi - py.text_lo && py_thread();
 }
 
 /* ---- code records: each code object once per ring ---- */

@@ -12,6 +12,15 @@ have addr2line || need+=(binutils)
 have valgrind || need+=(valgrind)
 have chromium || need+=(chromium) # the HTML report and web UI tests drive headless Chromium
 [ -e /usr/lib/x86_64-linux-gnu/libc.a ] || need+=(libc6-dev) # the static-binary test links with -static
+# Thread-pool tests: OpenMP with clang/libomp (OMPT) beside gcc/libgomp, a second
+# libgomp copy made with patchelf, and real pools in Debian's Python packages.
+have clang || need+=(clang)
+[ -e /usr/lib/llvm-14/lib/libomp.so ] || ls /usr/lib/llvm-*/lib/libomp.so >/dev/null 2>&1 || need+=(libomp-dev)
+have patchelf || need+=(patchelf)
+pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed" || need+=("$1"); }
+for p in python3-numpy python3-sklearn python3-numexpr python3-torch libopenblas0-pthread libopenblas0-openmp; do
+	pkg "$p"
+done
 
 if [ ${#need[@]} -gt 0 ]; then
 	echo "deps: installing ${need[*]}" >&2

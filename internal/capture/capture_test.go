@@ -66,6 +66,8 @@ func write(t testing.TB, w *Writer, r any) {
 		err = w.End(r)
 	case *RSS:
 		err = w.RSS(r)
+	case *Origin:
+		err = w.Origin(r)
 	default:
 		t.Fatalf("unknown record %T", r)
 	}
@@ -99,6 +101,9 @@ func recordValue(rec *Record) any {
 	case RecRSS:
 		r := rec.RSS
 		return &r
+	case RecOrigin:
+		o := rec.Origin
+		return &o
 	}
 	return nil
 }

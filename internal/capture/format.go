@@ -51,12 +51,13 @@ const (
 	RecFree     RecordType = 7
 	RecEnd      RecordType = 8
 	RecRSS      RecordType = 9
+	RecOrigin   RecordType = 10
 )
 
 var recordNames = map[RecordType]string{
 	RecMeta: "Meta", RecProcess: "Process", RecMapping: "Mapping",
 	RecLocation: "Location", RecStack: "Stack", RecAlloc: "Alloc",
-	RecFree: "Free", RecEnd: "End", RecRSS: "RSS",
+	RecFree: "Free", RecEnd: "End", RecRSS: "RSS", RecOrigin: "Origin",
 }
 
 // String returns the record type's name, or "type(N)" for unknown types.
@@ -157,7 +158,20 @@ func appendAlloc(b []byte, a *Alloc) []byte {
 	b = binary.AppendUvarint(b, a.Addr)
 	b = binary.AppendUvarint(b, a.Size)
 	b = binary.AppendUvarint(b, a.StackID)
-	return binary.AppendUvarint(b, uint64(a.Func))
+	b = binary.AppendUvarint(b, uint64(a.Func))
+	if a.Origin == 0 && a.Method == 0 {
+		return b // the common case stays short
+	}
+	b = binary.AppendUvarint(b, a.Origin)
+	return binary.AppendUvarint(b, uint64(a.Method))
+}
+
+func appendOrigin(b []byte, o *Origin) []byte {
+	b = binary.AppendUvarint(b, uint64(o.Stream))
+	b = binary.AppendUvarint(b, o.Token)
+	b = binary.AppendUvarint(b, uint64(o.TID))
+	b = binary.AppendVarint(b, o.TimeNano)
+	return binary.AppendUvarint(b, o.StackID)
 }
 
 func appendFree(b []byte, f *Free) []byte {
@@ -403,6 +417,21 @@ func decodeAlloc(b []byte, a *Alloc) error {
 	a.Size = d.uvarint()
 	a.StackID = d.uvarint()
 	a.Func = d.u8()
+	a.Origin, a.Method = 0, 0
+	if len(d.b) > 0 { // appended for thread pools
+		a.Origin = d.uvarint()
+		a.Method = d.u8()
+	}
+	return d.err
+}
+
+func decodeOrigin(b []byte, o *Origin) error {
+	d := decoder{b: b}
+	o.Stream = d.u32()
+	o.Token = d.uvarint()
+	o.TID = d.u32()
+	o.TimeNano = d.varint()
+	o.StackID = d.uvarint()
 	return d.err
 }
 

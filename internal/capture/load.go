@@ -22,12 +22,15 @@ type Capture struct {
 	Frees     []Free          // file order
 	Ends      map[uint32]*End // by stream
 	RSS       []RSS           // file order
+	Origins   []Origin        // file order; already stitched into Allocs' stacks (see stitch.go)
 
 	// FreeOrder keeps the file order between Allocs and Frees, which the
 	// two slices alone lose: Frees[i] came after Allocs[:FreeOrder[i]] and
 	// before Allocs[FreeOrder[i]:]. Views that replay events use it to
 	// break timestamp ties. It may be nil in captures built by hand.
 	FreeOrder []int
+
+	stitched bool // Stitch ran
 
 	// Skipped counts records of unknown type (written by a newer heaplens).
 	Skipped int
@@ -67,8 +70,17 @@ func Load(path string) (*Capture, error) {
 }
 
 // ReadAll reads a capture stream to its end, like Load. The returned
-// Capture is non-nil whenever the header was valid or truncated.
+// Capture is non-nil whenever the header was valid or truncated. Pool work
+// is already stitched to its origins (see Stitch).
 func ReadAll(r io.Reader) (*Capture, error) {
+	c, err := readAll(r)
+	if c != nil {
+		c.Stitch()
+	}
+	return c, err
+}
+
+func readAll(r io.Reader) (*Capture, error) {
 	rd, err := NewReader(r)
 	if err != nil {
 		var ce *CorruptError
@@ -135,6 +147,8 @@ func ReadAll(r io.Reader) (*Capture, error) {
 			c.Ends[rec.End.Stream] = rec.End
 		case RecRSS:
 			c.RSS = append(c.RSS, rec.RSS)
+		case RecOrigin:
+			c.Origins = append(c.Origins, rec.Origin)
 		}
 	}
 	c.Skipped = rd.Skipped()

@@ -64,6 +64,9 @@ type Location struct {
 type Stack struct {
 	ID        uint64 // unique within the capture, never 0
 	Locations []uint64
+	// Method is set on the stacks the reader stitches for pool work (see
+	// Origin): how the work's origin was decided. Never stored.
+	Method uint8
 }
 
 // Alloc is one sampled allocation. Its estimated weight is derived from Size
@@ -76,6 +79,40 @@ type Alloc struct {
 	Size     uint64 // requested bytes
 	StackID  uint64
 	Func     uint8 // which hooked function (FuncMalloc…)
+	// Origin is the token of the thread this allocation was made for (0 =
+	// none), and Method how that was decided (Method*). Allocations made on
+	// a thread pool's worker carry the token of the thread that submitted
+	// the work; the reader stitches that thread's stack (an Origin record)
+	// above the worker's frames.
+	Origin uint64
+	Method uint8
+}
+
+// Origin is the stack of a thread that had work done by a thread pool,
+// recorded by that thread itself under the token its workers' allocations
+// carry.
+type Origin struct {
+	Stream   uint32
+	Token    uint64
+	TID      uint32
+	TimeNano int64
+	StackID  uint64
+}
+
+// How an allocation's origin was decided (docs/ring-format.md, "Thread pools").
+const (
+	MethodSelf         uint8 = iota // the thread allocated for itself
+	MethodAPI                       // the pool declared it (docs/pool-api.md)
+	MethodOpenMP                    // an OpenMP region (GOMP_parallel* or OMPT)
+	MethodAdapter                   // a per-library adapter
+	MethodFallback                  // the one Python thread blocked in native code
+	MethodUnattributed              // a worker of a Python process with no origin found
+)
+
+// MethodNames names the methods for reports, labels and JSON.
+var MethodNames = map[uint8]string{
+	MethodSelf: "self", MethodAPI: "api", MethodOpenMP: "openmp", MethodAdapter: "adapter",
+	MethodFallback: "fallback", MethodUnattributed: "unattributed",
 }
 
 // Free is the release of a sampled allocation (free, realloc, or the old

@@ -90,6 +90,7 @@ type Record struct {
 	Free     Free
 	End      *End
 	RSS      RSS
+	Origin   Origin
 }
 
 // A Reader reads records from a capture stream in file order.
@@ -253,6 +254,8 @@ func (r *Reader) decode(t RecordType, body []byte) (*Record, error) {
 		err = decodeEnd(body, rec.End)
 	case RecRSS:
 		err = decodeRSS(body, &rec.RSS)
+	case RecOrigin:
+		err = decodeOrigin(body, &rec.Origin)
 	default:
 		return nil, nil
 	}

@@ -163,6 +163,15 @@ func (w *Writer) RSS(r *RSS) error {
 	return w.record(RecRSS)
 }
 
+// Origin writes the stack of a thread that had work done by a pool.
+func (w *Writer) Origin(o *Origin) error {
+	if w.err != nil {
+		return w.err
+	}
+	w.scratch = appendOrigin(w.scratch[:0], o)
+	return w.record(RecOrigin)
+}
+
 // Flush compresses the pending records, however few, into one chunk and
 // writes it, so that everything written so far survives if the process is
 // killed. It writes nothing when no records are pending.

@@ -261,6 +261,8 @@ func (c *Collector) drain(s *stream) error {
 		switch rec.Type {
 		case ring.RecAlloc:
 			werr = c.alloc(s, rec)
+		case ring.RecOrigin:
+			werr = c.origin(s, rec)
 		case ring.RecFree:
 			c.Frees++
 			werr = c.w.Free(&capture.Free{Stream: s.id, TID: rec.TID, TimeNano: rec.TimeNano, Addr: rec.Addr})
@@ -330,13 +332,36 @@ func (s *stream) lookup(pc uint64) *module {
 
 func (c *Collector) alloc(s *stream, rec *ring.Record) error {
 	c.Allocs++
+	sid, err := c.stack(s, rec)
+	if err != nil {
+		return err
+	}
+	return c.w.Alloc(&capture.Alloc{
+		Stream: s.id, TID: rec.TID, TimeNano: rec.TimeNano,
+		Addr: rec.Addr, Size: rec.Size, StackID: sid, Func: rec.Func,
+		Origin: rec.Token, Method: rec.Method,
+	})
+}
+
+// origin writes the stack a thread recorded for the pool work done under a token.
+func (c *Collector) origin(s *stream, rec *ring.Record) error {
+	sid, err := c.stack(s, rec)
+	if err != nil {
+		return err
+	}
+	return c.w.Origin(&capture.Origin{Stream: s.id, Token: rec.Token, TID: rec.TID, TimeNano: rec.TimeNano, StackID: sid})
+}
+
+// stack writes (once) the merged native and Python stack of an ALLOC or
+// ORIGIN record and returns its ID.
+func (c *Collector) stack(s *stream, rec *ring.Record) (uint64, error) {
 	s.locBuf = s.locBuf[:0]
 	for _, pc := range rec.Frames {
 		id, ok := s.locs[pc]
 		if !ok {
 			var err error
 			if id, err = c.location(s, pc); err != nil {
-				return err
+				return 0, err
 			}
 			s.locs[pc] = id
 		}
@@ -347,7 +372,7 @@ func (c *Collector) alloc(s *stream, rec *ring.Record) error {
 	if len(rec.Py) > 0 && s.py != nil {
 		merged, err := c.mergePython(s, s.locBuf, rec.Py)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		s.locBuf = append(s.locBuf[:0], merged...)
 	}
@@ -361,13 +386,10 @@ func (c *Collector) alloc(s *stream, rec *ring.Record) error {
 		sid = c.nextID
 		c.stackIDs[string(s.keyBuf)] = sid
 		if err := c.w.Stack(&capture.Stack{ID: sid, Locations: append([]uint64(nil), s.locBuf...)}); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return c.w.Alloc(&capture.Alloc{
-		Stream: s.id, TID: rec.TID, TimeNano: rec.TimeNano,
-		Addr: rec.Addr, Size: rec.Size, StackID: sid, Func: rec.Func,
-	})
+	return sid, nil
 }
 
 // location writes the Location of a return address; 0 means the frame is

@@ -32,6 +32,9 @@ func FrameLabel(loc *capture.Location, line *capture.Line, m *capture.Mapping) s
 		}
 		return fmt.Sprintf("%s (%s)", line.Function, line.File)
 	}
+	if line != nil && loc.Address == 0 && loc.MappingID == 0 && line.File == "" {
+		return line.Function // a frame the reader made up: "[pool: libgomp (openmp)]"
+	}
 	module := "?"
 	if m != nil && m.File != "" {
 		module = filepath.Base(m.File)

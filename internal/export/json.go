@@ -89,6 +89,9 @@ type DocSamples struct {
 	Bytes   []int64  `json:"bytes"`
 	Objects []int64  `json:"objects"`
 	Count   []int    `json:"count"`
+	// Attribution says how each row's bytes were charged: "self", or for
+	// pool work "api", "openmp", "adapter", "fallback", "unattributed".
+	Attribution []string `json:"attribution"`
 }
 
 // DocPoint is a time (seconds since the capture's start) and bytes.
@@ -125,7 +128,7 @@ type DocOptions struct {
 func BuildDoc(c *capture.Capture, p *heap.Profile, opt DocOptions) *Doc {
 	d := &Doc{Schema: Schema, View: p.View, Unit: "bytes", Rate: p.Rate, Command: c.Meta.Command, Host: c.Meta.Host,
 		StartUnixNano: c.Meta.StartUnixNano, Filter: opt.Filter, Notes: []string{}, Processes: []DocProcess{},
-		Samples: DocSamples{Stream: []uint32{}, Thread: []uint32{}, Stack: []int{}, Bytes: []int64{}, Objects: []int64{}, Count: []int{}}}
+		Samples: DocSamples{Stream: []uint32{}, Thread: []uint32{}, Stack: []int{}, Bytes: []int64{}, Objects: []int64{}, Count: []int{}, Attribution: []string{}}}
 	if d.Command == nil {
 		d.Command = []string{}
 	}
@@ -168,6 +171,9 @@ func BuildDoc(c *capture.Capture, p *heap.Profile, opt DocOptions) *Doc {
 	if n := skewNote(p); n != "" {
 		d.Notes = append(d.Notes, n)
 	}
+	if n := poolNote(c, p); n != "" {
+		d.Notes = append(d.Notes, n)
+	}
 	d.Total = DocTotal{Bytes: math.Round(p.TotalBytes), Objects: math.Round(p.TotalObjects), Samples: p.RawSamples()}
 
 	in := newInterner(c)
@@ -186,6 +192,7 @@ func BuildDoc(c *capture.Capture, p *heap.Profile, opt DocOptions) *Doc {
 		s.Bytes = append(s.Bytes, int64(math.Round(smp.Bytes)))
 		s.Objects = append(s.Objects, int64(math.Round(smp.Objects)))
 		s.Count = append(s.Count, smp.Count)
+		s.Attribution = append(s.Attribution, Attribution(c, smp.StackID))
 	}
 	d.Frames = in.frames
 	if d.Frames == nil {
@@ -267,6 +274,8 @@ func (in *interner) location(id uint64) []int {
 			f := DocFrame{Label: FrameLabel(loc, ln, m), Name: ln.Function, File: ln.File, Line: ln.Line, Kind: "native"}
 			if py {
 				f.Kind = "python"
+			} else if m == nil && loc.Address == 0 && isPoolFrame(ln.Function) {
+				f.Kind = "pool"
 			} else if m != nil {
 				f.Module = m.File
 			}

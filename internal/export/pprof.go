@@ -95,6 +95,9 @@ func buildPProf(c *capture.Capture, alloc, inuse *heap.Profile) *profile.Profile
 				if s.TID != 0 {
 					ps.NumLabel["thread_id"] = []int64{int64(s.TID)}
 				}
+				if a := Attribution(c, s.StackID); a != "self" {
+					ps.Label["attribution"] = []string{a}
+				}
 				samples[k] = ps
 				order = append(order, k)
 			}

@@ -82,6 +82,9 @@ func writeTextHeader(w io.Writer, c *capture.Capture, p *heap.Profile) {
 	if n := skewNote(p); n != "" {
 		fmt.Fprintf(w, "note:      %s\n", n)
 	}
+	if n := poolNote(c, p); n != "" {
+		fmt.Fprintf(w, "pools:     %s\n", n)
+	}
 }
 
 func exitStatus(e *capture.End) string {

@@ -17,12 +17,23 @@ const (
 	RecModule = 3
 	RecCode   = 4
 	RecMark   = 5
+	RecOrigin = 6
 
 	MarkPyFinalizing = 1
 	MarkExit         = 2
 
-	AllocTruncated = 1
-	AllocPyMem     = 2
+	AllocTruncated   = 1
+	AllocPyMem       = 2
+	AllocOrigin      = 4 // word 5 is the origin token
+	AllocMethodShift = 8 // flags bits 8..10: the origin method (Origin*)
+
+	// How an allocation's origin was decided (docs/ring-format.md, "Thread pools").
+	OriginSelf         = 0
+	OriginAPI          = 1
+	OriginOpenMP       = 2
+	OriginAdapter      = 3
+	OriginFallback     = 4
+	OriginUnattributed = 5
 
 	PyActivationEnd = 1 << 31 // in a Python frame's position word
 

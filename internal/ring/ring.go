@@ -90,6 +90,8 @@ type Record struct {
 	Path     string
 	Code     *Code
 	Mark     uint64 // MARK: what happened at TimeNano
+	Token    uint64 // ALLOC: origin token (0 = none); ORIGIN: the token whose stack this is
+	Method   uint8  // ALLOC: how the origin was decided (Origin*)
 	Value    uint64 // MARK: its value (the exit status for MarkExit)
 }
 
@@ -254,17 +256,39 @@ func (r *Ring) decode(rec *Record, hdr uint64, w []uint64) error {
 	*rec = Record{Type: uint8(hdr >> 32), Func: uint8(hdr >> 40)}
 	count := int(hdr >> 48)
 	switch rec.Type {
-	case RecAlloc:
-		npy := int(w[3] >> 48)
-		if len(w) != 4+count+2*npy {
-			return fmt.Errorf("ALLOC with %d words for %d frames and %d Python frames", len(w), count, npy)
+	case RecAlloc, RecOrigin:
+		if len(w) < 4 {
+			return fmt.Errorf("record type %d with %d words", rec.Type, len(w))
 		}
-		rec.TimeNano, rec.Addr, rec.Size = int64(w[0]), w[1], w[2]
-		rec.TID, rec.Flags = uint32(w[3]), uint32(w[3]>>32)&0xffff
-		r.frames = append(r.frames[:0], w[4:4+count]...)
+		npy := int(w[3] >> 48)
+		flags := uint32(w[3]>>32) & 0xffff
+		head := 4 // words before the frames
+		if rec.Type == RecOrigin {
+			rec.TimeNano, rec.Token = int64(w[0]), w[1]
+			head = 3
+			npy = int(w[2] >> 48)
+			flags = uint32(w[2]>>32) & 0xffff
+			rec.TID = uint32(w[2])
+		} else {
+			rec.TimeNano, rec.Addr, rec.Size = int64(w[0]), w[1], w[2]
+			rec.TID = uint32(w[3])
+			rec.Method = uint8(flags >> AllocMethodShift & 7)
+			if flags&AllocOrigin != 0 {
+				if len(w) < 5 {
+					return fmt.Errorf("ALLOC with an origin in %d words", len(w))
+				}
+				rec.Token = w[4]
+				head = 5
+			}
+		}
+		rec.Flags = flags
+		if len(w) != head+count+2*npy {
+			return fmt.Errorf("record type %d with %d words for %d frames and %d Python frames", rec.Type, len(w), count, npy)
+		}
+		r.frames = append(r.frames[:0], w[head:head+count]...)
 		rec.Frames = r.frames
 		r.py = r.py[:0]
-		for i := 4 + count; i < len(w); i += 2 {
+		for i := head + count; i < len(w); i += 2 {
 			pw := w[i+1]
 			r.py = append(r.py, PyFrame{Code: w[i], Identity: uint32(pw >> 32),
 				Pos: int64(pw&0x7fffffff) - 1, ActivationEnd: pw&PyActivationEnd != 0})

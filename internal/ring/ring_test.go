@@ -204,3 +204,42 @@ func TestDrainRejectsBadRecord(t *testing.T) {
 		t.Errorf("a record whose length contradicts its frame count was accepted")
 	}
 }
+
+// Pool work: an ALLOC carrying an origin token and method, and the ORIGIN
+// record with the origin thread's stack (docs/ring-format.md, "Thread pools").
+func TestDrainOriginRecords(t *testing.T) {
+	w := newWriter(1 << 16)
+	const token = 501<<32 | 7
+	flags := uint64(AllocOrigin | OriginOpenMP<<AllocMethodShift)
+	w.record(RecAlloc, 1, 2, []uint64{10, 0xa0, 64, 600 | flags<<32, token, 0x401000, 0x402000}, true)
+	w.record(RecOrigin, 0, 1, []uint64{11, token, 501 | 1<<48, 0x403000, 0xc0de, 5 | 1<<32}, true)
+	w.record(RecAlloc, 1, 1, []uint64{12, 0xb0, 32, 601 | uint64(OriginUnattributed<<AllocMethodShift)<<32, 0x404000}, true)
+	r, err := Open(w.file(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got []Record
+	if _, err := r.Drain(func(rec *Record) {
+		c := *rec
+		c.Frames = append([]uint64(nil), rec.Frames...)
+		c.Py = append([]PyFrame(nil), rec.Py...)
+		got = append(got, c)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("got %d records", len(got))
+	}
+	a, o, u := got[0], got[1], got[2]
+	if a.Token != token || a.Method != OriginOpenMP || a.TID != 600 || len(a.Frames) != 2 || a.Frames[0] != 0x401000 {
+		t.Errorf("ALLOC with origin: %+v", a)
+	}
+	if o.Type != RecOrigin || o.Token != token || o.TID != 501 || len(o.Frames) != 1 || o.Frames[0] != 0x403000 ||
+		len(o.Py) != 1 || o.Py[0].Code != 0xc0de || o.Py[0].Identity != 1 || o.Py[0].Pos != 4 {
+		t.Errorf("ORIGIN: %+v", o)
+	}
+	if u.Token != 0 || u.Method != OriginUnattributed || len(u.Frames) != 1 || u.Frames[0] != 0x404000 {
+		t.Errorf("unattributed ALLOC: %+v", u)
+	}
+}

@@ -83,6 +83,7 @@
     var k = kind(n), h = hash(label(n));
     if (k === 'python') return 'hsl(' + (195 + h % 30) + ',60%,' + (58 + h % 14) + '%)';
     if (k === 'native') return 'hsl(' + (10 + h % 35) + ',78%,' + (56 + h % 14) + '%)';
+    if (k === 'pool') return '#9b7ede';
     if (k === 'process') return '#c9c9c9';
     if (k === 'root') return '#dedede';
     return '#bbbbbb';

@@ -1,0 +1,345 @@
+/*
+ * OpenMP origins inside libheaplens.so (see pools.c for the model).
+ *
+ * libgomp: the GOMP_parallel* entry points that GCC emits are wrapped. The
+ * outlined function is replaced by a trampoline that sets the team thread's
+ * origin to the thread that opened the region, and each call is forwarded to
+ * the libgomp copy that the caller's reference would have bound to (wheels
+ * bundle renamed copies that only their own dependents see, so RTLD_NEXT
+ * alone may find none, or another one). Entry points whose data
+ * the runtime reads, or that need no origin (GOMP_task runs on the binding
+ * team's threads), are left alone.
+ *
+ * LLVM libomp and Intel libiomp5 (and clang's __kmpc_fork_call): an OMPT tool
+ * (ompt_start_tool) does the same from parallel_begin/implicit_task.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stddef.h>
+
+#include "internal.h"
+
+typedef void (*omp_fn)(void *);
+
+/* What a team thread runs instead of fn. first stays first: see GOMP_parallel_reductions. */
+struct region {
+	void *first;
+	omp_fn fn;
+	void *data;
+	uint64_t token;
+	uint32_t origin; /* the opener's tid: its own share of the work is its own */
+	int opened;      /* this thread opened a slot for it (origin_begin) */
+};
+
+static void run_for(void *arg)
+{
+	const struct region *r = arg;
+	uint64_t prev = tls.origin;
+	uint32_t method = tls.origin_method;
+	if (hl_tid() != r->origin)
+		tls.origin = r->token, tls.origin_method = HL_ORIGIN_OPENMP;
+	r->fn(r->data);
+	tls.origin = prev, tls.origin_method = method;
+}
+
+/* Returns 0 when heaplens is inactive: call the runtime with fn and data unchanged. */
+static int region_begin(struct region *r, omp_fn fn, void *data)
+{
+	if (!hl_active())
+		return 0;
+	r->fn = fn, r->data = data, r->first = NULL, r->opened = 0;
+	if (tls.origin) { /* a nested region keeps the outer origin */
+		r->token = tls.origin;
+	} else {
+		r->token = origin_begin();
+		r->opened = 1;
+	}
+	r->origin = (uint32_t)(r->token >> 32);
+	return 1;
+}
+
+static void region_end(const struct region *r)
+{
+	if (r->opened)
+		origin_end();
+}
+
+/* ---- forwarding to the caller's libgomp ---- */
+
+#define FWD 16
+struct fwd {
+	uintptr_t ra; /* 0 free, 1 being filled */
+	void *fn;
+};
+
+/*
+ * What the caller's reference would have bound to without heaplens: the
+ * global scope after this library first, then the caller's own dependencies
+ * (a wheel's bundled libgomp, loaded RTLD_LOCAL, is found only there).
+ */
+static void *resolve(const char *name, void *self, const void *ra)
+{
+	void *fn = dlsym(RTLD_NEXT, name);
+	Dl_info di;
+	if (!fn && dladdr(ra, &di) && di.dli_fname && di.dli_fname[0]) {
+		void *h = dlopen(di.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+		if (h) {
+			fn = dlsym(h, name); /* searches that object's dependency scope */
+			dlclose(h);
+		}
+	}
+	return fn == self ? NULL : fn;
+}
+
+/* The real entry point for this call site, cached by return address. */
+static void *forward(struct fwd *tab, const char *name, void *self, const void *ra)
+{
+	uintptr_t key = (uintptr_t)ra;
+	uint32_t h = (uint32_t)(key >> 2) * 0x9e3779b1u >> 28;
+	for (uint32_t k = 0; k < FWD; k++) {
+		struct fwd *e = &tab[(h + k) % FWD];
+		uintptr_t r = __atomic_load_n(&e->ra, __ATOMIC_ACQUIRE);
+		if (r == key)
+			return e->fn;
+		if (!r)
+			break;
+	}
+	tls.busy++;
+	void *fn = resolve(name, self, ra);
+	tls.busy--;
+	for (uint32_t k = 0; fn && k < FWD; k++) {
+		struct fwd *e = &tab[(h + k) % FWD];
+		uintptr_t z = 0;
+		if (__atomic_compare_exchange_n(&e->ra, &z, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			e->fn = fn;
+			__atomic_store_n(&e->ra, key, __ATOMIC_RELEASE);
+			break;
+		}
+	}
+	return fn;
+}
+
+#define REAL(name, type)                                                                                  \
+	static struct fwd tab_[FWD];                                                                      \
+	type real_ = (type)forward(tab_, #name, (void *)(uintptr_t)name, __builtin_return_address(0)); \
+	struct region r_
+
+/*
+ * With no runtime to forward to (cannot happen for a program linked against
+ * one), the region runs on the calling thread alone rather than crash.
+ */
+#define RUN(call_real, call_wrapped)                        \
+	do {                                                \
+		if (!real_)                                 \
+			fn(data);                           \
+		else if (!region_begin(&r_, fn, data))      \
+			call_real;                          \
+		else {                                      \
+			call_wrapped;                       \
+			region_end(&r_);                    \
+		}                                           \
+	} while (0)
+
+typedef void (*parallel_t)(omp_fn, void *, unsigned, unsigned);
+EXPORT void GOMP_parallel(omp_fn fn, void *data, unsigned n, unsigned flags)
+{
+	REAL(GOMP_parallel, parallel_t);
+	RUN(real_(fn, data, n, flags), real_(run_for, &r_, n, flags));
+}
+
+/* The runtime reads the reduction list through *data: the region's first word carries it. */
+typedef unsigned (*reductions_t)(omp_fn, void *, unsigned, unsigned);
+EXPORT unsigned GOMP_parallel_reductions(omp_fn fn, void *data, unsigned n, unsigned flags)
+{
+	REAL(GOMP_parallel_reductions, reductions_t);
+	unsigned ret = 0;
+	if (!real_) {
+		fn(data);
+		return 1;
+	}
+	if (!region_begin(&r_, fn, data))
+		return real_(fn, data, n, flags);
+	r_.first = *(void **)data;
+	ret = real_(run_for, &r_, n, flags);
+	region_end(&r_);
+	return ret;
+}
+
+typedef void (*loop_t)(omp_fn, void *, unsigned, long, long, long, long, unsigned);
+#define LOOP(name)                                                                                         \
+	EXPORT void name(omp_fn fn, void *data, unsigned n, long a, long b, long c, long chunk, unsigned flags) \
+	{                                                                                                  \
+		REAL(name, loop_t);                                                                        \
+		RUN(real_(fn, data, n, a, b, c, chunk, flags), real_(run_for, &r_, n, a, b, c, chunk, flags)); \
+	}
+LOOP(GOMP_parallel_loop_static)
+LOOP(GOMP_parallel_loop_dynamic)
+LOOP(GOMP_parallel_loop_guided)
+LOOP(GOMP_parallel_loop_nonmonotonic_dynamic)
+LOOP(GOMP_parallel_loop_nonmonotonic_guided)
+
+typedef void (*loop_runtime_t)(omp_fn, void *, unsigned, long, long, long, unsigned);
+#define LOOP_RUNTIME(name)                                                                        \
+	EXPORT void name(omp_fn fn, void *data, unsigned n, long a, long b, long c, unsigned flags) \
+	{                                                                                         \
+		REAL(name, loop_runtime_t);                                                       \
+		RUN(real_(fn, data, n, a, b, c, flags), real_(run_for, &r_, n, a, b, c, flags));  \
+	}
+LOOP_RUNTIME(GOMP_parallel_loop_runtime)
+LOOP_RUNTIME(GOMP_parallel_loop_nonmonotonic_runtime)
+LOOP_RUNTIME(GOMP_parallel_loop_maybe_nonmonotonic_runtime)
+
+typedef void (*sections_t)(omp_fn, void *, unsigned, unsigned, unsigned);
+EXPORT void GOMP_parallel_sections(omp_fn fn, void *data, unsigned n, unsigned count, unsigned flags)
+{
+	REAL(GOMP_parallel_sections, sections_t);
+	RUN(real_(fn, data, n, count, flags), real_(run_for, &r_, n, count, flags));
+}
+
+typedef void (*teams_t)(omp_fn, void *, unsigned, unsigned, unsigned);
+EXPORT void GOMP_teams_reg(omp_fn fn, void *data, unsigned teams, unsigned limit, unsigned flags)
+{
+	REAL(GOMP_teams_reg, teams_t);
+	RUN(real_(fn, data, teams, limit, flags), real_(run_for, &r_, teams, limit, flags));
+}
+
+/*
+ * The pre-4.9 pair: GOMP_parallel_start starts the team, the caller runs
+ * fn(data) itself, then calls GOMP_parallel_end. The region must outlive
+ * the start call, so it lives in a small per-thread stack.
+ */
+#define LEGACY 8
+static _Thread_local struct {
+	struct region r[LEGACY];
+	int wrapped[LEGACY];
+	int depth;
+} legacy;
+
+static struct region *legacy_push(omp_fn fn, void *data)
+{
+	int d = legacy.depth++;
+	if (d >= LEGACY)
+		return NULL;
+	legacy.wrapped[d] = region_begin(&legacy.r[d], fn, data);
+	return legacy.wrapped[d] ? &legacy.r[d] : NULL;
+}
+
+typedef void (*start_t)(omp_fn, void *, unsigned);
+EXPORT void GOMP_parallel_start(omp_fn fn, void *data, unsigned n)
+{
+	REAL(GOMP_parallel_start, start_t);
+	(void)r_;
+	if (!real_)
+		return; /* the caller runs fn(data) itself */
+	struct region *r = legacy_push(fn, data);
+	if (r)
+		real_(run_for, r, n);
+	else
+		real_(fn, data, n);
+}
+
+typedef void (*sections_start_t)(omp_fn, void *, unsigned, unsigned);
+EXPORT void GOMP_parallel_sections_start(omp_fn fn, void *data, unsigned n, unsigned count)
+{
+	REAL(GOMP_parallel_sections_start, sections_start_t);
+	(void)r_;
+	if (!real_)
+		return;
+	struct region *r = legacy_push(fn, data);
+	if (r)
+		real_(run_for, r, n, count);
+	else
+		real_(fn, data, n, count);
+}
+
+typedef void (*end_t)(void);
+EXPORT void GOMP_parallel_end(void)
+{
+	REAL(GOMP_parallel_end, end_t);
+	(void)r_;
+	if (real_)
+		real_();
+	if (legacy.depth > 0) {
+		int d = --legacy.depth;
+		if (d < LEGACY && legacy.wrapped[d])
+			region_end(&legacy.r[d]);
+	}
+}
+
+/* ---- OMPT (OpenMP 5.0 tool interface), for LLVM libomp and Intel libiomp5 ---- */
+
+typedef union {
+	uint64_t value;
+	void *ptr;
+} ompt_data_t;
+typedef void (*ompt_interface_fn_t)(void);
+typedef ompt_interface_fn_t (*ompt_function_lookup_t)(const char *);
+typedef int (*ompt_set_callback_t)(int event, ompt_interface_fn_t callback);
+typedef struct {
+	int (*initialize)(ompt_function_lookup_t lookup, int initial_device, ompt_data_t *tool_data);
+	void (*finalize)(ompt_data_t *tool_data);
+	ompt_data_t tool_data;
+} ompt_start_tool_result_t;
+
+enum { OMPT_PARALLEL_BEGIN = 3, OMPT_PARALLEL_END = 4, OMPT_IMPLICIT_TASK = 7 };
+enum { OMPT_SCOPE_BEGIN = 1, OMPT_SCOPE_END = 2 };
+#define OMPT_TASK_INITIAL 1
+#define OMPT_SET 1 /* task_data->value: this thread's origin was set; the rest is the previous origin */
+#define OMPT_PREV_SHIFT 1
+
+/* Runs on the thread that encounters the region. */
+static void ompt_parallel_begin(ompt_data_t *task, const void *frame, ompt_data_t *parallel,
+				unsigned requested, int flags, const void *ra)
+{
+	(void)task, (void)frame, (void)requested, (void)flags, (void)ra;
+	parallel->value = tls.origin ? tls.origin : origin_begin();
+}
+
+static void ompt_parallel_end(ompt_data_t *parallel, ompt_data_t *task, int flags, const void *ra)
+{
+	(void)task, (void)flags, (void)ra;
+	if (parallel->value >> 32 == hl_tid()) /* opened by this thread (inherited tokens name another) */
+		origin_end();
+}
+
+/* Runs on every team thread, at the start and end of its share. */
+static void ompt_implicit_task(int endpoint, ompt_data_t *parallel, ompt_data_t *task,
+			       unsigned actual, unsigned index, int flags)
+{
+	(void)actual, (void)index;
+	if (flags & OMPT_TASK_INITIAL)
+		return;
+	if (endpoint == OMPT_SCOPE_BEGIN) {
+		uint64_t token = parallel ? parallel->value : 0;
+		task->value = 0;
+		if (!token || token >> 32 == hl_tid())
+			return;
+		task->value = OMPT_SET | tls.origin << OMPT_PREV_SHIFT;
+		tls.origin = token, tls.origin_method = HL_ORIGIN_OPENMP;
+	} else if (endpoint == OMPT_SCOPE_END && (task->value & OMPT_SET)) {
+		tls.origin = task->value >> OMPT_PREV_SHIFT;
+		tls.origin_method = tls.origin ? HL_ORIGIN_OPENMP : HL_ORIGIN_SELF;
+	}
+}
+
+static int ompt_initialize(ompt_function_lookup_t lookup, int device, ompt_data_t *data)
+{
+	(void)device, (void)data;
+	ompt_set_callback_t set = (ompt_set_callback_t)lookup("ompt_set_callback");
+	if (!set)
+		return 0;
+	set(OMPT_PARALLEL_BEGIN, (ompt_interface_fn_t)ompt_parallel_begin);
+	set(OMPT_PARALLEL_END, (ompt_interface_fn_t)ompt_parallel_end);
+	set(OMPT_IMPLICIT_TASK, (ompt_interface_fn_t)ompt_implicit_task);
+	return 1;
+}
+
+static void ompt_finalize(ompt_data_t *data) { (void)data; }
+
+/* The runtime looks this up when it starts; NULL keeps heaplens out of an inactive process. */
+EXPORT ompt_start_tool_result_t *ompt_start_tool(unsigned version, const char *runtime)
+{
+	(void)version, (void)runtime;
+	static ompt_start_tool_result_t result = {ompt_initialize, ompt_finalize, {0}};
+	return hl_active() ? &result : NULL;
+}

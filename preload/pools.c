@@ -1,0 +1,275 @@
+/*
+ * Thread pools inside libheaplens.so: who asked for this allocation?
+ *
+ * Every thread has an origin, the thread it currently works for (tls.origin,
+ * a token: origin tid << 32 | sequence number). A sampled allocation records
+ * its origin and the method that decided it; the origin's own stack is sent
+ * once per token as an ORIGIN record, which the agent stitches above the
+ * worker's frames (docs/ring-format.md, "Thread pools"). Methods, most
+ * exact first:
+ *   api      heaplens_pool_capture/enter/exit, called by the pool (docs/pool-api.md);
+ *   openmp   GOMP_parallel* wrapped (libgomp), or OMPT callbacks (LLVM libomp);
+ *   fallback a non-Python thread's allocation goes to the one Python thread
+ *            blocked in native code, if there is exactly one;
+ *   unattributed otherwise, in a Python process.
+ *
+ * An origin thread that blocks (in a wrapped OpenMP region, or waiting on a
+ * condition variable from outside the interpreter) opens a slot. A worker that
+ * samples on its behalf marks the slot wanted, and the origin thread sends its
+ * stack when it stops waiting: the stack it waited in, taken only when some
+ * sample needs it.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+
+#include "internal.h"
+
+/* ---- slots: origin threads blocked on pool work ---- */
+
+/* A slot word: OPEN | WANTED | PY | tid << 32 | seq; 0 = free. */
+#define SLOTS 256
+#define S_OPEN (1ull << 63)
+#define S_WANTED (1ull << 62)
+#define S_PY (1ull << 61) /* a Python thread: a fallback candidate */
+#define S_TID ((1ull << 29) - 1)
+
+static uint64_t slots[SLOTS];
+
+static uint64_t token_of(uint64_t s) { return (s >> 32 & S_TID) << 32 | (uint32_t)s; }
+
+static uint64_t new_token(void)
+{
+	if (!++tls.origin_seq)
+		tls.origin_seq = 1;
+	return (uint64_t)hl_tid() << 32 | tls.origin_seq;
+}
+
+/*
+ * This thread starts waiting for pool work done on its behalf; nested calls
+ * share the outermost token. Never blocks: with no free slot the work still
+ * carries the token, and the report says the origin's stack is unknown.
+ */
+uint64_t origin_begin(void)
+{
+	if (tls.open_depth++)
+		return tls.open_token;
+	tls.open_token = new_token();
+	tls.open_slot = -1;
+	uint64_t s = S_OPEN | (py_thread() ? S_PY : 0) | tls.open_token;
+	for (uint32_t k = 0, t = hl_tid(); k < SLOTS; k++) {
+		uint32_t i = (t + k) % SLOTS;
+		uint64_t free_ = 0;
+		if (!__atomic_load_n(&slots[i], __ATOMIC_RELAXED) &&
+		    __atomic_compare_exchange_n(&slots[i], &free_, s, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			tls.open_slot = (int)i;
+			break;
+		}
+	}
+	return tls.open_token;
+}
+
+/* The wait is over: send this thread's stack if some sample asked for it. */
+void origin_end(void)
+{
+	if (!tls.open_depth || --tls.open_depth || tls.open_slot < 0)
+		return;
+	uint64_t old = __atomic_exchange_n(&slots[tls.open_slot], 0, __ATOMIC_ACQ_REL);
+	tls.open_slot = -1;
+	if (old & S_WANTED)
+		record_origin(tls.open_token, 0);
+}
+
+/* A sample made for token: ask its origin thread for its stack. */
+static void want(uint64_t token)
+{
+	uint64_t t = token >> 32;
+	for (uint32_t k = 0; k < SLOTS; k++) {
+		uint32_t i = (uint32_t)(t + k) % SLOTS;
+		uint64_t s = __atomic_load_n(&slots[i], __ATOMIC_ACQUIRE);
+		if ((s & S_OPEN) && token_of(s) == token) {
+			if (!(s & S_WANTED))
+				__atomic_compare_exchange_n(&slots[i], &s, s | S_WANTED, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+			return;
+		}
+	}
+}
+
+/* The one Python thread blocked on pool work, or 0 when there are none or several. */
+static uint64_t fallback(void)
+{
+	uint64_t found = 0;
+	int n = 0;
+	for (uint32_t i = 0; i < SLOTS && n < 2; i++) {
+		uint64_t s = __atomic_load_n(&slots[i], __ATOMIC_ACQUIRE);
+		if ((s & (S_OPEN | S_PY)) == (S_OPEN | S_PY))
+			found = s, n++;
+	}
+	if (n != 1)
+		return 0;
+	want(token_of(found));
+	return token_of(found);
+}
+
+/* Called for every sampled allocation: its origin token and method. */
+int pool_origin(uint64_t *token)
+{
+	*token = 0;
+	if (tls.origin) {
+		*token = tls.origin;
+		if (tls.origin_method != HL_ORIGIN_API) /* API tokens sent their stack at capture */
+			want(tls.origin);
+		return (int)tls.origin_method;
+	}
+	if (!py_foreign_thread())
+		return HL_ORIGIN_SELF;
+	*token = fallback();
+	return *token ? HL_ORIGIN_FALLBACK : HL_ORIGIN_UNATTRIBUTED;
+}
+
+void pools_atfork_child(void)
+{
+	for (uint32_t i = 0; i < SLOTS; i++)
+		slots[i] = 0; /* the parent's other threads are gone */
+	tls.open_slot = -1;
+}
+
+/* ---- public API: docs/pool-api.md ---- */
+
+/*
+ * Python callers are recognised by their frames: the same Python frames,
+ * return address and stack pointer as a recent capture reuse its token, so a
+ * loop submitting from one line unwinds once. Native-only callers unwind on
+ * every capture (nothing cheap tells their stacks apart).
+ */
+#define CAPTURE_CACHE 4
+static _Thread_local struct {
+	uint64_t sig[CAPTURE_CACHE], token[CAPTURE_CACHE];
+	uint32_t next;
+} cap;
+
+EXPORT uint64_t heaplens_pool_capture(void)
+{
+	if (!hl_active())
+		return 0;
+	if (tls.origin) /* a worker submitting more work passes its own origin on */
+		return tls.origin;
+	tls.busy++;
+	py_walk();
+	uint64_t sig = 0;
+	if (tls.npy) {
+		sig = (uint64_t)(uintptr_t)__builtin_return_address(0) * 0x9e3779b97f4a7c15ull ^
+		      (uint64_t)(uintptr_t)__builtin_frame_address(0);
+		for (uint32_t i = 0; i < 2 * tls.npy; i++)
+			sig = (sig ^ tls.py[i]) * 0xff51afd7ed558ccdull;
+		sig |= 1;
+		for (uint32_t i = 0; i < CAPTURE_CACHE; i++)
+			if (cap.sig[i] == sig) {
+				tls.busy--;
+				return cap.token[i];
+			}
+	}
+	uint64_t token = new_token();
+	record_origin(token, 1);
+	if (sig) {
+		uint32_t i = cap.next++ % CAPTURE_CACHE;
+		cap.sig[i] = sig, cap.token[i] = token;
+	}
+	tls.busy--;
+	return token;
+}
+
+/* The previous origin, with its method in the top bits (tids fit in 29 bits). */
+static uint64_t pack_origin(void) { return tls.origin | (uint64_t)tls.origin_method << 61; }
+
+static void set_origin(uint64_t packed)
+{
+	tls.origin = packed & ((1ull << 61) - 1);
+	tls.origin_method = (uint32_t)(packed >> 61);
+}
+
+EXPORT uint64_t heaplens_pool_enter(uint64_t token)
+{
+	uint64_t prev = pack_origin();
+	if (token && token >> 32 != hl_tid()) /* work run by its own submitter is its own */
+		tls.origin = token, tls.origin_method = HL_ORIGIN_API;
+	return prev;
+}
+
+EXPORT void heaplens_pool_exit(uint64_t prev) { set_origin(prev); }
+
+/* ---- condition variables: the fallback's notion of "waiting for a pool" ---- */
+
+typedef int (*cond_wait_fn)(pthread_cond_t *, pthread_mutex_t *);
+typedef int (*cond_timedwait_fn)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
+typedef int (*cond_clockwait_fn)(pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *);
+
+static struct {
+	cond_wait_fn wait;
+	cond_timedwait_fn timedwait;
+	cond_clockwait_fn clockwait;
+} cond;
+
+/* The current condition variables (the 2.2.5 symbols are the pre-NPTL compatibility ones). */
+static void *libc_sym(const char *name)
+{
+	void *f = dlvsym(RTLD_NEXT, name, "GLIBC_2.3.2");
+	return f ? f : dlsym(RTLD_NEXT, name);
+}
+
+static void resolve_cond(void)
+{
+	if (cond.wait)
+		return;
+	cond.timedwait = (cond_timedwait_fn)libc_sym("pthread_cond_timedwait");
+	cond.clockwait = (cond_clockwait_fn)dlsym(RTLD_NEXT, "pthread_cond_clockwait");
+	__atomic_store_n(&cond.wait, (cond_wait_fn)libc_sym("pthread_cond_wait"), __ATOMIC_RELEASE);
+}
+
+/*
+ * A Python thread waiting on a condition variable from outside the
+ * interpreter (the interpreter's own waits are the GIL, locks and sleeps)
+ * is taken to be waiting for native work: a pool's caller.
+ */
+static int pool_wait(const void *ra)
+{
+	return !tls.busy && !tls.origin && py_waiter((uintptr_t)ra);
+}
+
+#define WAITING(ra, call)                     \
+	do {                                  \
+		int open_ = pool_wait(ra);    \
+		if (open_)                    \
+			origin_begin();       \
+		int r_ = call;                \
+		if (open_)                    \
+			origin_end();         \
+		return r_;                    \
+	} while (0)
+
+EXPORT int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
+{
+	resolve_cond();
+	WAITING(__builtin_return_address(0), cond.wait(c, m));
+}
+
+EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *t)
+{
+	resolve_cond();
+	WAITING(__builtin_return_address(0), cond.timedwait(c, m, t));
+}
+
+EXPORT int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t k, const struct timespec *t)
+{
+	resolve_cond();
+	if (!cond.clockwait)
+		return EINVAL;
+	WAITING(__builtin_return_address(0), cond.clockwait(c, m, k, t));
+}
+
+void pools_init(void)
+{
+	resolve_cond();
+	tls.open_slot = -1;
+}

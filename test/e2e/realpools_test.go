@@ -1,0 +1,174 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/heaplens/heaplens/internal/capture"
+	"github.com/heaplens/heaplens/internal/export"
+)
+
+// poolShare is how the bytes pool workers allocated in one run were charged.
+type poolShare struct {
+	worker   float64            // estimated bytes allocated on pool workers
+	right    float64            // charged to the function that asked for the work
+	wrong    float64            // charged to another Python function
+	none     float64            // unattributed
+	byMethod map[string]float64 // worker bytes by method
+}
+
+func (s poolShare) pct(x float64) float64 {
+	if s.worker == 0 {
+		return 0
+	}
+	return 100 * x / s.worker
+}
+
+// measurePools sorts the estimated bytes of every pool-worker allocation by
+// whether its stitched stack holds the right owner. With one Python thread
+// the owner is owners[0]; with two, either owner counts as right (which of
+// the two asked is known only to the exact methods, by construction).
+func measurePools(c *capture.Capture, owners ...string) poolShare {
+	s := poolShare{byMethod: map[string]float64{}}
+	for _, a := range c.Allocs {
+		st := c.Stacks[a.StackID]
+		if st == nil || st.Method == capture.MethodSelf {
+			continue
+		}
+		w := float64(a.Size)
+		if c.Meta.Rate > 1 {
+			w = float64(a.Size) / (1 - pow1m(1/float64(c.Meta.Rate), a.Size))
+		}
+		s.worker += w
+		s.byMethod[capture.MethodNames[st.Method]] += w
+		if st.Method == capture.MethodUnattributed {
+			s.none += w
+			continue
+		}
+		owner := false
+		for _, f := range export.StackFrames(c, a.StackID) {
+			for _, o := range owners {
+				owner = owner || strings.HasPrefix(f, o+" (")
+			}
+		}
+		if owner {
+			s.right += w
+		} else {
+			s.wrong += w
+		}
+	}
+	return s
+}
+
+// pow1m is (1-p)^n, the chance that an n-byte allocation goes unsampled.
+func pow1m(p float64, n uint64) float64 {
+	r, b := 1.0, 1-p
+	for ; n > 0; n >>= 1 {
+		if n&1 != 0 {
+			r *= b
+		}
+		b *= b
+	}
+	return r
+}
+
+// Real libraries from Debian handing work to their pools, measured against
+// the workloads' known structure: each Python thread calls its library from
+// a function named for it. Exact methods must never charge a wrong owner;
+// the table is what docs/pool-attribution.md reports.
+func TestRealLibraryPools(t *testing.T) {
+	const py = "/usr/bin/python3" // Debian's numpy, scikit-learn, numexpr and torch live there
+	probe := map[string]string{"blas": "numpy", "blas-openmp": "numpy", "sklearn": "sklearn", "numexpr": "numexpr", "torch": "torch"}
+	openmpBLAS := "/usr/lib/x86_64-linux-gnu/openblas-openmp"
+	type row struct {
+		name string
+		s    poolShare
+	}
+	var (
+		mu   sync.Mutex
+		rows []row
+		wg   sync.WaitGroup
+	)
+	sem := make(chan struct{}, 2)
+	for lib, mod := range probe {
+		if err := exec.Command(py, "-c", "import "+mod).Run(); err != nil {
+			t.Errorf("!!! MISSING: %s cannot import %s (scripts/deps.sh installs Debian's package): the %s pool case does NOT run", py, mod, lib)
+			continue
+		}
+		env := []string{"OMP_NUM_THREADS=4", "OPENBLAS_NUM_THREADS=4"}
+		script := lib
+		if lib == "blas-openmp" {
+			if _, err := os.Stat(filepath.Join(openmpBLAS, "libopenblas.so.0")); err != nil {
+				t.Errorf("!!! MISSING: %s (Debian's libopenblas0-openmp): the OpenMP BLAS case does NOT run", openmpBLAS)
+				continue
+			}
+			env = append(env, "LD_LIBRARY_PATH="+openmpBLAS)
+			script = "blas"
+		}
+		for _, mode := range []string{"one", "two"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				dir := t.TempDir()
+				capPath := filepath.Join(dir, "run.hlc")
+				res := runEnv(t, 5*time.Minute, env, heaplensBin(t), "run", "-q", "--rate", "4KiB", "--seed", "7", "-o", capPath, "--",
+					py, filepath.Join(root, "test", "workloads", "realpools.py"), script, mode)
+				if res.code != 0 {
+					t.Errorf("%s %s: exit %d\n%s", lib, mode, res.code, res.stderr)
+					return
+				}
+				owners := []string{script + "_a"}
+				if mode == "two" {
+					owners = append(owners, script+"_b")
+				}
+				s := measurePools(load(t, capPath), owners...)
+				mu.Lock()
+				rows = append(rows, row{lib + " " + mode, s})
+				mu.Unlock()
+				exact := s.byMethod["openmp"] + s.byMethod["api"]
+				if s.wrong > 0 && exact == s.worker {
+					t.Errorf("%s %s: exact methods charged %.0f bytes to a wrong owner", lib, mode, s.wrong)
+				}
+				// One Python thread: nothing may go to a wrong owner. The fallback
+				// (numexpr) misses the bytes a worker makes before its caller
+				// reaches its condition wait, a share that varies from run to
+				// run: they are unattributed, never misplaced.
+				want := 99.0
+				if lib == "numexpr" {
+					want = 1 // measured 47–100 % over runs: see docs/pool-attribution.md
+				}
+				switch {
+				case lib == "sklearn" && s.pct(s.byMethod["openmp"]) < 99:
+					t.Errorf("%s %s: only %.1f%% of %.0f worker bytes came through OpenMP", lib, mode, s.pct(s.byMethod["openmp"]), s.worker)
+				case mode == "one" && s.wrong > 0:
+					t.Errorf("%s one thread: %.0f worker bytes charged to another function", lib, s.wrong)
+				case mode == "one" && s.worker > 0 && s.pct(s.right) < want:
+					t.Errorf("%s one thread: only %.1f%% of %.0f worker bytes charged to %s", lib, s.pct(s.right), s.worker, owners[0])
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	sort.Slice(rows, func(i, j int) bool { return rows[i].name < rows[j].name })
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n| workload | worker bytes (est.) | right owner | wrong owner | unattributed | by method |\n|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		var ms []string
+		for m, v := range r.s.byMethod {
+			ms = append(ms, fmt.Sprintf("%s %.1f%%", m, r.s.pct(v)))
+		}
+		sort.Strings(ms)
+		fmt.Fprintf(&b, "| %s | %.0f | %.1f%% | %.1f%% | %.1f%% | %s |\n", r.name, r.s.worker,
+			r.s.pct(r.s.right), r.s.pct(r.s.wrong), r.s.pct(r.s.none), strings.Join(ms, ", "))
+	}
+	t.Log(b.String())
+}
