@@ -24,7 +24,7 @@ test: deps bin/heaplens
 	$(GO) test -count=1 -timeout 25m ./...
 
 bench: bin/heaplens
-	$(GO) run ./bench/cmd/hlbench && $(GO) run ./bench/cmd/hlpybench
+	$(GO) run ./bench/cmd/hlbench && $(GO) run ./bench/cmd/hlpybench && $(GO) run ./bench/cmd/hlcompare -no-build
 
 demo: deps bin/heaplens
 	$(CC) -O2 -g -fomit-frame-pointer -pthread -o bin/leaky test/workloads/leaky.c

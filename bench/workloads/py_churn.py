@@ -1,7 +1,7 @@
 """Allocation-heavy pure Python: dict/list/str churn, json round trips and
 small objects, with a rolling window of live data so the heap has a
 working set. Usage: py_churn.py ROUNDS. The last line is
-"checksum=... loop_s=... maxrss_kb=...": the checksum depends only on
+"checksum=... loop_s=... maxrss_kb=... cpu_s=...": the checksum depends only on
 ROUNDS, so runs under different profilers can be compared."""
 import collections
 import json
@@ -59,7 +59,7 @@ def main():
         checksum = (checksum * 31 + total) % 1000000007
     loop = time.perf_counter() - t0
     rss = peak_rss_kb()
-    print("checksum=%d loop_s=%.4f maxrss_kb=%d" % (checksum, loop, rss))
+    print("checksum=%d loop_s=%.4f maxrss_kb=%d cpu_s=%.4f" % (checksum, loop, rss, time.process_time()))
 
 
 if __name__ == "__main__":

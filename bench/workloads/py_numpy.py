@@ -1,6 +1,6 @@
 """A numpy pipeline with large temporaries: every step creates and frees
 arrays of several MB (N float64 = 8·N bytes each). Usage: py_numpy.py
-ITERS [N]. The last line is "checksum=... loop_s=... maxrss_kb=...", the
+ITERS [N]. The last line is "checksum=... loop_s=... maxrss_kb=... cpu_s=...", the
 checksum fixed by the seed, ITERS and N."""
 import sys
 import time
@@ -31,7 +31,7 @@ def main():
         checksum += float(row[idx].sum()) + float(s[-1] if s.size else 0) + int(mask.sum()) * 1e-6
     loop = time.perf_counter() - t0
     rss = peak_rss_kb()
-    print("checksum=%.6e loop_s=%.4f maxrss_kb=%d" % (checksum, loop, rss))
+    print("checksum=%.6e loop_s=%.4f maxrss_kb=%d cpu_s=%.4f" % (checksum, loop, rss, time.process_time()))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,12 @@ type Cache struct {
 	// files opened by this cache. Set it before the first File call.
 	DebugRoots []string
 
+	// Dir is the symbol cache directory: lookups in files with a build ID
+	// and DWARF are read from and, on Close, saved to a file there (see
+	// diskcache.go). "" keeps nothing on disk. NewCache sets it to
+	// DefaultCacheDir(); set it before the first File call.
+	Dir string
+
 	mu    sync.Mutex
 	files map[string]cacheEntry
 }
@@ -20,9 +26,9 @@ type cacheEntry struct {
 	err error
 }
 
-// NewCache returns an empty cache.
+// NewCache returns an empty cache that keeps lookups in DefaultCacheDir().
 func NewCache() *Cache {
-	return &Cache{files: make(map[string]cacheEntry)}
+	return &Cache{files: make(map[string]cacheEntry), Dir: DefaultCacheDir()}
 }
 
 // File returns the opened file at path, opening it on first use. A failed
@@ -41,11 +47,15 @@ func (c *Cache) File(path string) (*File, error) {
 		roots = DebugRoots
 	}
 	f, err := OpenWith(path, roots)
+	if f != nil {
+		f.disk = newDiskFile(c.Dir, f)
+	}
 	c.files[path] = cacheEntry{f, err}
 	return f, err
 }
 
-// Close closes every file the cache opened and empties it.
+// Close closes every file the cache opened (saving their new lookups to the
+// symbol cache) and empties it.
 func (c *Cache) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -31,14 +31,15 @@ type cuRange struct {
 
 // loadDWARF reads the debug sections of ef and indexes its CUs. Only the
 // sections symbolization needs are read: location lists, frame info and
-// type units are left on disk.
-func loadDWARF(ef *elf.File) (dd *dwarfData, err error) {
+// type units are left on disk. ra reads the file behind ef (nil: let
+// debug/elf inflate compressed sections).
+func loadDWARF(ef *elf.File, ra io.ReaderAt) (dd *dwarfData, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			dd, err = nil, fmt.Errorf("malformed DWARF: %v", r)
 		}
 	}()
-	sec := func(name string) ([]byte, error) { return debugSection(ef, name) }
+	sec := func(name string) ([]byte, error) { return debugSection(ef, ra, name) }
 	var data [8][]byte
 	for i, name := range []string{"abbrev", "info", "line", "str", "ranges", "aranges"} {
 		if data[i], err = sec(name); err != nil {
@@ -74,12 +75,12 @@ func loadDWARF(ef *elf.File) (dd *dwarfData, err error) {
 
 // debugSection returns the contents of .debug_<name> (decompressed if
 // SHF_COMPRESSED) or of the older .zdebug_<name> form; nil if absent.
-func debugSection(ef *elf.File, name string) ([]byte, error) {
+func debugSection(ef *elf.File, ra io.ReaderAt, name string) ([]byte, error) {
 	if s := ef.Section(".debug_" + name); s != nil {
 		if s.Type == elf.SHT_NOBITS {
 			return nil, nil
 		}
-		b, err := s.Data()
+		b, err := sectionData(ef, ra, s)
 		if err != nil {
 			return nil, fmt.Errorf("section .debug_%s: %w", name, err)
 		}

@@ -8,7 +8,9 @@
 // debug file found by build ID or .gnu_debuglink under DebugRoots. DWARF is
 // loaded on the first lookup that needs it, and a compilation unit is decoded
 // only when a pc falls into it, so a few lookups in a large library with full
-// debug info stay cheap.
+// debug info stay cheap. A Cache also keeps the results of lookups on disk
+// (see DefaultCacheDir), so the next run of the same program does not load
+// the same DWARF again.
 //
 // Malformed input never panics: Open reports an error, and Lookup falls back to
 // whatever it still knows (the symbol table) or returns nil.
@@ -18,6 +20,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -42,6 +45,7 @@ type File struct {
 	dwELF   *elf.File // dwFile parsed
 	dwTried bool      // loadDWARF has run
 	dw      *dwarfData
+	disk    *diskFile // results kept across runs (see diskcache.go); nil if none
 }
 
 // Open opens the ELF file at path and reads its symbol tables and build ID.
@@ -111,7 +115,22 @@ func (f *File) Path() string { return f.path }
 func (f *File) Lookup(vaddr uint64) []capture.Line {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.disk != nil {
+		if lines, ok := f.disk.get(vaddr); ok {
+			return lines
+		}
+	}
+	lines := f.lookup(vaddr)
+	if f.disk != nil && f.dw != nil {
+		// Only results computed with DWARF are kept: a file whose DWARF
+		// failed to load is not worth caching, and its failure may not
+		// last.
+		f.disk.put(vaddr, lines)
+	}
+	return lines
+}
 
+func (f *File) lookup(vaddr uint64) []capture.Line {
 	symName, symOK := f.syms.lookup(vaddr)
 	var lines []capture.Line
 	if d := f.dwarf(); d != nil {
@@ -134,10 +153,16 @@ func (f *File) Lookup(vaddr uint64) []capture.Line {
 	return lines
 }
 
-// Close releases the file. Lookups after Close use only the symbol table.
+// Close releases the file, and saves new results to the symbol cache when
+// the file came from a Cache with one. Lookups after Close use only the
+// symbol table.
 func (f *File) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.disk != nil {
+		f.disk.save()
+		f.disk = nil
+	}
 	f.dwTried = true
 	f.dw = nil
 	return f.closeDWARF()
@@ -162,7 +187,11 @@ func (f *File) dwarf() *dwarfData {
 	if f.dwELF == nil {
 		return nil
 	}
-	d, err := loadDWARF(f.dwELF)
+	var ra io.ReaderAt
+	if f.dwFile != nil {
+		ra = f.dwFile
+	}
+	d, err := loadDWARF(f.dwELF, ra)
 	if err == nil {
 		f.dw = d
 	}

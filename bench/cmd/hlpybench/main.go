@@ -1,22 +1,19 @@
-// Command hlpybench measures what heaplens costs a Python program: the
-// end-to-end wall time, CPU time, peak RSS and capture size of an
-// allocation-heavy pure-Python workload and a numpy workload, bare, under
-// heaplens (default rate, and --no-python) and under memray (default and
-// --native) for comparison; and the cost of one sampled allocation at a
-// ~50-frame mixed Python/native stack and at a shallow one.
+// Command hlpybench measures the cost of one sampled allocation in a
+// Python program: an ALLOC record with a ~50-frame mixed Python/native
+// stack and at a shallow one, with and without the Python frames. The
+// end-to-end comparison of Python workloads against bare runs and memray
+// lives in bench/cmd/hlcompare, with the native workloads.
 //
 // Run it from the repository root after `make`:
 //
 //	go run ./bench/cmd/hlpybench [-runs 7] [-quick] [-out bench/results]
 //
-// It installs its peers itself when they are missing (python3-numpy,
-// python3-venv and python3-pip from Debian; memray with pip into the venv
-// bench/.venv, made with --system-site-packages so Debian's numpy is seen),
+// It installs what it needs when it is missing (see bench/internal/peers),
 // writes python.md and python.json into -out and prints the markdown.
 //
 // As in hlbench, every comparison is made inside one invocation: the
-// configurations of a workload are interleaved run by run, in a rotated
-// order, and medians are compared.
+// configurations are interleaved run by run, in a rotated order, and
+// medians are compared.
 package main
 
 import (
@@ -28,15 +25,8 @@ import (
 	"time"
 
 	"github.com/heaplens/heaplens/bench/internal/harness"
+	"github.com/heaplens/heaplens/bench/internal/peers"
 )
-
-// defaultRate is heaplens' default sampling period (512 KiB), the rate of
-// the end-to-end runs: the overhead a user sees without tuning anything.
-const defaultRate = 512 << 10
-
-// goalRatio is the issue's goal for heaplens' wall time over bare at the
-// default rate.
-const goalRatio = 1.05
 
 type options struct {
 	runs      int
@@ -46,13 +36,9 @@ type options struct {
 	setupOnly bool
 	keepTemp  bool
 	timeout   time.Duration
-	// workload sizes
-	churnRounds int
-	numpyIters  int
-	numpyN      int
-	deepN       int
-	deepSize    int
-	levels      []int // py_deep: C re-entries above the allocating loop (shallow, deep)
+	deepN     int
+	deepSize  int
+	levels    []int // py_deep: C re-entries above the allocating loop (shallow, deep)
 }
 
 func main() {
@@ -61,16 +47,14 @@ func main() {
 	flag.BoolVar(&o.quick, "quick", false, "smoke test: 3 runs, small workloads")
 	flag.StringVar(&o.out, "out", filepath.Join("bench", "results"), "directory for python.md and python.json")
 	flag.StringVar(&o.root, "root", ".", "repository root (holds bin/heaplens and bench/workloads)")
-	flag.BoolVar(&o.setupOnly, "setup", false, "only install the peers (Debian packages, venv, memray), then exit")
+	flag.BoolVar(&o.setupOnly, "setup", false, "only install what is needed (Debian packages, venv), then exit")
 	flag.BoolVar(&o.keepTemp, "keep", false, "keep the temporary directory (captures)")
 	flag.Parse()
 	o.timeout = 5 * time.Minute
-	o.churnRounds, o.numpyIters, o.numpyN = 1400, 240, 1_000_000
 	o.deepN, o.deepSize = 100_000, 1024
 	o.levels = []int{0, 4}
 	if o.quick {
 		o.runs = 3
-		o.churnRounds, o.numpyIters, o.numpyN = 40, 20, 500_000
 		o.deepN = 30_000
 	}
 	if o.runs < 1 {
@@ -92,15 +76,15 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	peers, err := setup(root, logf)
+	p, err := peers.Setup(root, peers.Want{}, logf)
 	if err != nil {
 		return err
 	}
-	logf("python %s, numpy %s, memray %s%s", peers.Python, peers.Numpy, orDash(peers.Memray), peers.MemrayReason)
+	logf("python %s", p.Python)
 	if o.setupOnly {
 		return nil
 	}
-	b := &bench{o: o, peers: peers, heaplens: filepath.Join(root, "bin", "heaplens"), workloads: filepath.Join(root, "bench", "workloads")}
+	b := &bench{o: o, peers: p, heaplens: filepath.Join(root, "bin", "heaplens"), workloads: filepath.Join(root, "bench", "workloads")}
 	if _, err := os.Stat(b.heaplens); err != nil {
 		return fmt.Errorf("%v (run make in the repository root first, or pass -root)", err)
 	}
@@ -117,33 +101,17 @@ func run(o options) error {
 	rep := Report{
 		Date:    time.Now().UTC().Format(time.RFC3339),
 		Machine: harness.MachineInfo(),
-		Peers:   *peers,
+		Python:  p.Python,
 		Runs:    o.runs,
 		Quick:   o.quick,
-		Rate:    defaultRate,
-		Goal:    goalRatio,
 	}
 	start := time.Now()
 	if rep.Samples, err = b.perSample(); err != nil {
 		return err
 	}
-	for _, w := range b.endToEndWorkloads() {
-		r, err := b.endToEnd(w)
-		if err != nil {
-			return err
-		}
-		rep.Workloads = append(rep.Workloads, r)
-	}
-	rep.Notes = notes(peers)
+	rep.Notes = notes(p)
 	rep.Warnings = b.warnings
 	rep.Seconds = math.Round(time.Since(start).Seconds())
 
 	return harness.Save(o.out, "python", formatMarkdown(rep), rep)
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

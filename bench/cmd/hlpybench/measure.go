@@ -81,9 +81,9 @@ func (b *bench) countFrames(r *SampleResult) error {
 	n := min(r.N, 20000)
 	capture := filepath.Join(b.tmp, "frames.hlc")
 	defer os.Remove(capture)
-	py := []string{b.peers.venvPython, filepath.Join(b.workloads, "py_deep.py"), strconv.Itoa(r.Levels), strconv.Itoa(n), strconv.Itoa(r.Size)}
+	py := []string{b.peers.VenvPython, filepath.Join(b.workloads, "py_deep.py"), strconv.Itoa(r.Levels), strconv.Itoa(n), strconv.Itoa(r.Size)}
 	cmd := exec.Command(b.heaplens, append([]string{"run", "-q", "-o", capture, "--rate", "1", "--native-python-internals", "--"}, py...)...)
-	cmd.Env = cleanEnv(nil)
+	cmd.Env = harness.CleanEnv()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("py_deep %d levels under heaplens: %v\n%s", r.Levels, err, out)
 	}
@@ -151,114 +151,4 @@ func countStack(stack string) (native, python int) {
 		prevPy = false
 	}
 	return native, python
-}
-
-// ---- end to end ----
-
-// workload is one end-to-end program.
-type workload struct {
-	name   string
-	script string
-	args   []string
-}
-
-func (b *bench) endToEndWorkloads() []workload {
-	return []workload{
-		{"py_churn", "py_churn.py", []string{strconv.Itoa(b.o.churnRounds)}},
-		{"py_numpy", "py_numpy.py", []string{strconv.Itoa(b.o.numpyIters), strconv.Itoa(b.o.numpyN)}},
-	}
-}
-
-// ConfigResult is one configuration of one workload: every run, and medians.
-type ConfigResult struct {
-	Config      string        `json:"config"`
-	Unavailable string        `json:"unavailable,omitempty"` // why it was not run
-	Runs        []Measurement `json:"runs,omitempty"`
-	WallS       float64       `json:"wall_s_median"`
-	CPUS        float64       `json:"cpu_s_median"`
-	LoopS       float64       `json:"loop_s_median"` // the workload's own timer around its main loop
-	TreeRSSKB   float64       `json:"tree_maxrss_kb_median"`
-	SelfRSSKB   float64       `json:"self_maxrss_kb_median"`
-	Capture     float64       `json:"capture_bytes_median"`
-	WallRatio   float64       `json:"wall_ratio"` // median wall / median bare wall
-	CPURatio    float64       `json:"cpu_ratio"`
-	WithinGoal  bool          `json:"within_goal"` // WallRatio <= goalRatio
-}
-
-// WorkloadResult is one end-to-end workload.
-type WorkloadResult struct {
-	Name    string         `json:"name"`
-	Args    []string       `json:"args"`
-	Configs []ConfigResult `json:"configs"`
-}
-
-// endToEnd runs w in every configuration, interleaved; memray's rows are
-// present but marked unavailable when memray could not be installed.
-func (b *bench) endToEnd(w workload) (WorkloadResult, error) {
-	res := WorkloadResult{Name: w.name, Args: w.args}
-	cfgs := []config{cfgBare, cfgHeaplens, cfgHeaplensNoPy}
-	if b.peers.Memray != "" {
-		cfgs = append(cfgs, cfgMemray, cfgMemrayNative)
-	}
-	logf("%s: %d configurations × %d runs", w.name, len(cfgs), b.o.runs)
-	ms, err := b.interleave(cfgs, "checksum", w.script, w.args...)
-	if err != nil {
-		return res, err
-	}
-	for i, c := range cfgs {
-		res.Configs = append(res.Configs, summarize(c.Name, ms[i]))
-	}
-	if b.peers.Memray == "" {
-		for _, c := range []config{cfgMemray, cfgMemrayNative} {
-			res.Configs = append(res.Configs, ConfigResult{Config: c.Name, Unavailable: b.peers.MemrayReason})
-		}
-	}
-	bare := res.Configs[0]
-	for i := range res.Configs {
-		c := &res.Configs[i]
-		if c.Unavailable != "" {
-			continue
-		}
-		c.WallRatio = c.WallS / bare.WallS
-		c.CPURatio = c.CPUS / bare.CPUS
-		c.WithinGoal = c.WallRatio <= goalRatio
-		logf("%s, %s: %.2f s (×%.3f)", w.name, c.Config, c.WallS, c.WallRatio)
-	}
-	if bad := checksumMismatch(ms); bad != "" {
-		b.warn(fmt.Sprintf("%s: checksums differ between runs: %s", w.name, bad))
-	}
-	return res, nil
-}
-
-// summarize takes the medians of one configuration's runs.
-func summarize(name string, ms []Measurement) ConfigResult {
-	return ConfigResult{
-		Config:    name,
-		Runs:      ms,
-		WallS:     harness.Median(field(ms, func(m Measurement) float64 { return m.WallS })),
-		CPUS:      harness.Median(field(ms, func(m Measurement) float64 { return m.CPUS })),
-		LoopS:     harness.Median(field(ms, func(m Measurement) float64 { return m.KV["loop_s"] })),
-		TreeRSSKB: harness.Median(field(ms, func(m Measurement) float64 { return float64(m.TreeRSSKB) })),
-		SelfRSSKB: harness.Median(field(ms, func(m Measurement) float64 { return float64(m.SelfRSSKB) })),
-		Capture:   harness.Median(field(ms, func(m Measurement) float64 { return float64(m.CaptureBytes) })),
-	}
-}
-
-// checksumMismatch returns "" when every run printed the same checksum,
-// else the distinct values.
-func checksumMismatch(ms [][]Measurement) string {
-	seen := map[string]bool{}
-	var order []string
-	for _, runs := range ms {
-		for _, m := range runs {
-			if !seen[m.Checksum] {
-				seen[m.Checksum] = true
-				order = append(order, m.Checksum)
-			}
-		}
-	}
-	if len(order) <= 1 {
-		return ""
-	}
-	return strings.Join(order, ", ")
 }
