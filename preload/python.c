@@ -412,6 +412,17 @@ static void *pm_realloc(void *ctx, void *p, size_t n)
 	if (likely(!old && !new))
 		return prev->realloc(prev->ctx, p, n);
 	uint64_t off = old ? off_of(p) : 0;
+	if (old && n - 1 >= PYMALLOC_MAX) {
+		/* Growing past pymalloc's limit: the new block comes from malloc, whose
+		 * hook must see it (and sample it or not) like any large object. */
+		size_t have = off == PYHDR ? (size_t)((uint64_t *)p)[-3] : real.usable(raw_of(p)) - off;
+		void *q = prev->malloc(prev->ctx, n);
+		if (!q)
+			return NULL;
+		memcpy(q, p, have < n ? have : n);
+		pm_free(ctx, p);
+		return q;
+	}
 	if (old)
 		record_free(p);
 	char *src = old ? raw_of(p) : p;

@@ -278,3 +278,26 @@ func TestUnsupportedPython(t *testing.T) {
 		})
 	}
 }
+
+// A sampled pymalloc object that grows past 512 bytes is reallocated by
+// malloc: the grown block must be seen like any other large allocation. At
+// --rate 1 every one of the N grown blocks (≥ 3200 bytes each) is live at
+// exit on its line, on every interpreter.
+func TestPythonGrowPastPymalloc(t *testing.T) {
+	script := filepath.Join(root, "test", "workloads", "pygrow.py")
+	line := siteLines(t, script)["grow"]
+	const n = 2000
+	for name, py := range pythons(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			capPath, res := profile(t, t.TempDir(), []string{"-q", "--rate", "1"}, py, script, fmt.Sprint(n))
+			if res.code != 0 {
+				t.Fatalf("exit %d\n%s", res.code, res.stderr)
+			}
+			got := report(t, capPath, "leaks").atLine(script, line)
+			if got < n*3200 || got > n*4096 {
+				t.Errorf("%.0f bytes live at %s:%d, want %d grown blocks of 3200–4096 bytes", got, script, line, n)
+			}
+		})
+	}
+}
