@@ -121,8 +121,7 @@ static void *forward(struct fwd *tab, const char *name, void *self, const void *
 
 #define REAL(name, type)                                                                                  \
 	static struct fwd tab_[FWD];                                                                      \
-	type real_ = (type)forward(tab_, #name, (void *)(uintptr_t)name, __builtin_return_address(0)); \
-	struct region r_
+	type real_ = (type)forward(tab_, #name, (void *)(uintptr_t)name, __builtin_return_address(0))
 
 /*
  * With no runtime to forward to (cannot happen for a program linked against
@@ -130,6 +129,7 @@ static void *forward(struct fwd *tab, const char *name, void *self, const void *
  */
 #define RUN(call_real, call_wrapped)                        \
 	do {                                                \
+		struct region r_;                           \
 		if (!real_)                                 \
 			fn(data);                           \
 		else if (!region_begin(&r_, fn, data))      \
@@ -152,6 +152,7 @@ typedef unsigned (*reductions_t)(omp_fn, void *, unsigned, unsigned);
 EXPORT unsigned GOMP_parallel_reductions(omp_fn fn, void *data, unsigned n, unsigned flags)
 {
 	REAL(GOMP_parallel_reductions, reductions_t);
+	struct region r_;
 	unsigned ret = 0;
 	if (!real_) {
 		fn(data);
@@ -228,7 +229,6 @@ typedef void (*start_t)(omp_fn, void *, unsigned);
 EXPORT void GOMP_parallel_start(omp_fn fn, void *data, unsigned n)
 {
 	REAL(GOMP_parallel_start, start_t);
-	(void)r_;
 	if (!real_)
 		return; /* the caller runs fn(data) itself */
 	struct region *r = legacy_push(fn, data);
@@ -242,7 +242,6 @@ typedef void (*sections_start_t)(omp_fn, void *, unsigned, unsigned);
 EXPORT void GOMP_parallel_sections_start(omp_fn fn, void *data, unsigned n, unsigned count)
 {
 	REAL(GOMP_parallel_sections_start, sections_start_t);
-	(void)r_;
 	if (!real_)
 		return;
 	struct region *r = legacy_push(fn, data);
@@ -256,7 +255,6 @@ typedef void (*end_t)(void);
 EXPORT void GOMP_parallel_end(void)
 {
 	REAL(GOMP_parallel_end, end_t);
-	(void)r_;
 	if (real_)
 		real_();
 	if (legacy.depth > 0) {

@@ -402,6 +402,12 @@ static void pm_free(void *ctx, void *p)
 	prev->free(prev->ctx, p);
 }
 
+/* The requested size of a sampled block: ours keep it in p[-3]; malloc's hook's blocks have their usable size. */
+static size_t pm_size(void *p, uint64_t off)
+{
+	return off == PYHDR ? (size_t)((uint64_t *)p)[-3] : real.usable(raw_of(p)) - off;
+}
+
 static void *pm_realloc(void *ctx, void *p, size_t n)
 {
 	pymem_allocator *prev = ctx;
@@ -415,7 +421,7 @@ static void *pm_realloc(void *ctx, void *p, size_t n)
 	if (old && n - 1 >= PYMALLOC_MAX) {
 		/* Growing past pymalloc's limit: the new block comes from malloc, whose
 		 * hook must see it (and sample it or not) like any large object. */
-		size_t have = off == PYHDR ? (size_t)((uint64_t *)p)[-3] : real.usable(raw_of(p)) - off;
+		size_t have = pm_size(p, off);
 		void *q = prev->malloc(prev->ctx, n);
 		if (!q)
 			return NULL;
@@ -434,7 +440,7 @@ static void *pm_realloc(void *ctx, void *p, size_t n)
 	tls.remaining = rem, tls.owed = owed;
 	if (!raw) {
 		if (old) /* the old block lives on */
-			record_alloc(p, off == PYHDR ? (size_t)((uint64_t *)p)[-3] : real.usable(src) - off, HL_FUNC_PYMEM_REALLOC);
+			record_alloc(p, pm_size(p, off), HL_FUNC_PYMEM_REALLOC);
 		return NULL;
 	}
 	if (old)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/export"
+	"github.com/heaplens/heaplens/internal/heap"
 )
 
 // poolShare is how the bytes pool workers allocated in one run were charged.
@@ -42,10 +43,7 @@ func measurePools(c *capture.Capture, owners ...string) poolShare {
 		if st == nil || st.Method == capture.MethodSelf {
 			continue
 		}
-		w := float64(a.Size)
-		if c.Meta.Rate > 1 {
-			w = float64(a.Size) / (1 - pow1m(1/float64(c.Meta.Rate), a.Size))
-		}
+		w := float64(a.Size) * heap.Weight(a.Size, c.Meta.Rate)
 		s.worker += w
 		s.byMethod[capture.MethodNames[st.Method]] += w
 		if st.Method == capture.MethodUnattributed {
@@ -65,18 +63,6 @@ func measurePools(c *capture.Capture, owners ...string) poolShare {
 		}
 	}
 	return s
-}
-
-// pow1m is (1-p)^n, the chance that an n-byte allocation goes unsampled.
-func pow1m(p float64, n uint64) float64 {
-	r, b := 1.0, 1-p
-	for ; n > 0; n >>= 1 {
-		if n&1 != 0 {
-			r *= b
-		}
-		b *= b
-	}
-	return r
 }
 
 // Real libraries from Debian handing work to their pools, measured against
