@@ -473,6 +473,7 @@ int module_range(uintptr_t pc, uintptr_t *lo, uintptr_t *hi)
 }
 
 int hl_active(void) { return g.active; }
+uint64_t hl_rate(void) { return g.rate; }
 
 /* ---- initialisation ---- */
 

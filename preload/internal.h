@@ -59,20 +59,24 @@ extern _Thread_local struct tls tls __asm__("heaplens_tls") __attribute__((tls_m
 int sample_slow(size_t n);
 
 /*
- * The unsampled fast path: remaining -= n, and on to the real allocator
- * unless it reached zero. Written as one subtract from thread-local memory
- * and a signed branch on its flags; C would add a load, a store and a test.
- * jle after sub is exactly "old remaining <= n" in signed arithmetic.
+ * The unsampled fast path: remaining -= n, and a jump to `label` unless it
+ * stays above zero. Written as one subtract from thread-local memory and a
+ * signed branch on its flags; C would add a load, a store and a test.
+ * jle after sub is exactly "old remaining <= n" in signed arithmetic. At the
+ * label the caller must call sample_slow(n) to decide.
  */
+#define COUNTDOWN_OR_GOTO(n, label)                                              \
+	__asm__ goto("movq heaplens_tls@gottpoff(%%rip), %%rax\n\t"                \
+		     "subq %0, %%fs:(%%rax)\n\t"                                   \
+		     "jle %l[" #label "]"                                           \
+		     :                                                              \
+		     : "r"(n)                                                       \
+		     : "rax", "cc", "memory"                                        \
+		     : label)
+
 static inline __attribute__((always_inline)) int sample_now(size_t n)
 {
-	__asm__ goto("movq heaplens_tls@gottpoff(%%rip), %%rax\n\t"
-		     "subq %0, %%fs:(%%rax)\n\t"
-		     "jle %l[slow]"
-		     :
-		     : "r"(n)
-		     : "rax", "cc", "memory"
-		     : slow);
+	COUNTDOWN_OR_GOTO(n, slow);
 	return 0;
 slow:
 	return sample_slow(n);
@@ -100,6 +104,7 @@ void record_free(void *p);
 void record_origin(uint64_t token, int walked);
 uint32_t hl_tid(void);
 int hl_active(void);
+uint64_t hl_rate(void); /* mean bytes between samples */
 int module_range(uintptr_t pc, uintptr_t *lo, uintptr_t *hi);
 void emit_mark(uint64_t kind, uint64_t value);
 int64_t now_ns(clockid_t c);

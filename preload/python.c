@@ -354,50 +354,105 @@ void py_atfork_child(void)
 
 /* ---- PyMem domains: objects from pymalloc's arenas never reach malloc ---- */
 
-/* Python blocks carry a 32-byte header; p[-3] keeps the requested size for realloc. */
+/*
+ * Two modes. Direct, for the default allocator (both domains pymalloc with a
+ * NULL context, as in every release build) at rates of DIRECT_RATE and more:
+ * a sampled object is allocated
+ * through pymalloc's own path for large requests, so it is an ordinary malloc
+ * block, tagged like the ones malloc's hook samples (HDR bytes in front).
+ * pymalloc hands every block outside its arenas to PyMem_RawFree and
+ * PyMem_RawRealloc, that is to free and realloc, whose hooks see the tag; so
+ * free needs no hook, and Python calls pymalloc's free as it would without
+ * heaplens. A sampled object then takes at least PYMALLOC_MAX + 1 bytes,
+ * which adds at most (PYMALLOC_MAX + 1 + HDR) / rate to the heap: under 1 %
+ * from DIRECT_RATE on. Wrapping, for anything else (debug hooks under -X dev,
+ * tracemalloc started first, low rates): every function is wrapped, and a
+ * sampled block carries a PYHDR-byte header inside the previous allocator's
+ * block, with p[-3] its requested size.
+ */
 #define PYHDR 32u
+#define DIRECT_RATE (64u << 10)
 
-static void *pm_sampled(pymem_allocator *prev, size_t n, int zero, int func)
+static int direct;
+
+static COLD void *pm_sampled(pymem_allocator *prev, size_t n, int zero, int func)
 {
+	/* More than pymalloc serves: it takes it from malloc (and counts it as its own block). */
+	size_t want = direct ? (n + HDR > PYMALLOC_MAX ? n + HDR : PYMALLOC_MAX + 1) : n + PYHDR;
 	int64_t rem = tls.remaining, owed = tls.owed;
 	tls.busy++;
-	char *raw = zero ? prev->calloc(prev->ctx, 1, n + PYHDR) : prev->malloc(prev->ctx, n + PYHDR);
+	char *raw = zero ? prev->calloc(prev->ctx, 1, want) : prev->malloc(prev->ctx, want);
 	tls.busy--;
 	tls.remaining = rem, tls.owed = owed; /* the header's bytes were not the program's */
 	if (!raw)
 		return NULL;
-	uint64_t *p = tag(raw, PYHDR);
-	p[-3] = n;
+	uint64_t *p = tag(raw, direct ? HDR : PYHDR);
+	if (!direct)
+		p[-3] = n;
 	record_alloc(p, n, func);
 	return p;
 }
 
-static void *pm_malloc(void *ctx, size_t n)
+/*
+ * The hooks run for every Python object. Their fast paths only count down
+ * (or look at one word) and jump on to pymalloc; everything else sits in
+ * COLD functions, so that the fast paths need no stack frame. Each is
+ * written once, inlined into the wrapping hook (prev = ctx) and the direct
+ * one (prev = pymalloc).
+ */
+static COLD void *pm_malloc_slow(pymem_allocator *prev, size_t n)
 {
-	if (n - 1 >= PYMALLOC_MAX || likely(!sample_now(n)))
-		return ((pymem_allocator *)ctx)->malloc(((pymem_allocator *)ctx)->ctx, n);
-	return pm_sampled(ctx, n, 0, HL_FUNC_PYMEM_MALLOC);
+	if (sample_slow(n))
+		return pm_sampled(prev, n, 0, HL_FUNC_PYMEM_MALLOC);
+	return prev->malloc(prev->ctx, n);
 }
 
-static void *pm_calloc(void *ctx, size_t k, size_t n)
+static inline __attribute__((always_inline)) void *malloc_via(pymem_allocator *prev, size_t n)
 {
-	pymem_allocator *prev = ctx;
+	if (likely(n - 1 < PYMALLOC_MAX)) /* larger requests go on to malloc, whose hook counts them */
+		COUNTDOWN_OR_GOTO(n, slow);
+	return prev->malloc(prev->ctx, n);
+slow:
+	return pm_malloc_slow(prev, n);
+}
+
+static COLD void *pm_calloc_slow(pymem_allocator *prev, size_t k, size_t n)
+{
+	if (sample_slow(k * n))
+		return pm_sampled(prev, k * n, 1, HL_FUNC_PYMEM_CALLOC);
+	return prev->calloc(prev->ctx, k, n);
+}
+
+static inline __attribute__((always_inline)) void *calloc_via(pymem_allocator *prev, size_t k, size_t n)
+{
 	size_t t;
-	if (__builtin_mul_overflow(k, n, &t) || t - 1 >= PYMALLOC_MAX || likely(!sample_now(t)))
-		return prev->calloc(prev->ctx, k, n);
-	return pm_sampled(prev, t, 1, HL_FUNC_PYMEM_CALLOC);
+	if (likely(!__builtin_mul_overflow(k, n, &t) && t - 1 < PYMALLOC_MAX))
+		COUNTDOWN_OR_GOTO(t, slow);
+	return prev->calloc(prev->ctx, k, n);
+slow:
+	return pm_calloc_slow(prev, k, n);
 }
 
 static inline int is_sampled(void *p) { return p && ((uint64_t *)p)[-1] == real.secret && tagged(p); }
 
-static void pm_free(void *ctx, void *p)
+/* Wrapping mode only: direct mode leaves free to pymalloc. */
+static COLD void pm_free_slow(pymem_allocator *prev, void *p)
 {
-	pymem_allocator *prev = ctx;
-	if (unlikely(is_sampled(p))) {
+	if (tagged(p)) {
 		record_free(p);
 		void *raw = raw_of(p);
 		((uint64_t *)p)[-1] = 0;
 		p = raw; /* a 16-byte-header block from malloc ends up in free() as an ordinary block */
+	}
+	prev->free(prev->ctx, p);
+}
+
+static void pm_free(void *ctx, void *p)
+{
+	pymem_allocator *prev = ctx;
+	if (unlikely(p && ((uint64_t *)p)[-1] == real.secret)) {
+		pm_free_slow(prev, p);
+		return;
 	}
 	prev->free(prev->ctx, p);
 }
@@ -408,14 +463,43 @@ static size_t pm_size(void *p, uint64_t off)
 	return off == PYHDR ? (size_t)((uint64_t *)p)[-3] : real.usable(raw_of(p)) - off;
 }
 
-static void *pm_realloc(void *ctx, void *p, size_t n)
+/* Direct mode: see pm_realloc_slow. */
+static void *realloc_direct(pymem_allocator *prev, void *p, size_t n, int counted)
 {
-	pymem_allocator *prev = ctx;
+	if (!counted) {
+		if (is_sampled(p)) /* a malloc block: pymalloc passes it to realloc, whose hook counts and samples */
+			return prev->realloc(prev->ctx, p, n);
+		if (!(n - 1 < PYMALLOC_MAX && sample_now(n)))
+			return prev->realloc(prev->ctx, p, n);
+	} else if (!sample_slow(n))
+		return prev->realloc(prev->ctx, p, n);
+	/* Sampled: grow it past pymalloc's limit, so that it moves to a malloc block, and tag that. */
+	int64_t rem = tls.remaining, owed = tls.owed;
+	tls.busy++;
+	char *raw = prev->realloc(prev->ctx, p, n + HDR > PYMALLOC_MAX ? n + HDR : PYMALLOC_MAX + 1);
+	tls.busy--;
+	tls.remaining = rem, tls.owed = owed;
+	if (!raw)
+		return NULL;
+	memmove(raw + HDR, raw, n);
+	void *q = tag(raw, HDR);
+	record_alloc(q, n, HL_FUNC_PYMEM_REALLOC);
+	return q;
+}
+
+/*
+ * p is NULL or its p[-1] looks like a tag (counted = 0), or the countdown
+ * ran out on n (counted = 1: sample_slow decides).
+ */
+static COLD void *pm_realloc_slow(pymem_allocator *prev, void *p, size_t n, int counted)
+{
 	if (!p)
-		return pm_malloc(ctx, n);
+		return malloc_via(prev, n);
+	if (direct)
+		return realloc_direct(prev, p, n, counted);
 	int old = is_sampled(p);
-	int new = n - 1 < PYMALLOC_MAX && sample_now(n);
-	if (likely(!old && !new))
+	int new = counted ? sample_slow(n) : n - 1 < PYMALLOC_MAX && sample_now(n);
+	if (!old && !new)
 		return prev->realloc(prev->ctx, p, n);
 	uint64_t off = old ? off_of(p) : 0;
 	if (old && n - 1 >= PYMALLOC_MAX) {
@@ -426,7 +510,7 @@ static void *pm_realloc(void *ctx, void *p, size_t n)
 		if (!q)
 			return NULL;
 		memcpy(q, p, have < n ? have : n);
-		pm_free(ctx, p);
+		pm_free(prev, p);
 		return q;
 	}
 	if (old)
@@ -455,6 +539,24 @@ static void *pm_realloc(void *ctx, void *p, size_t n)
 	return q;
 }
 
+static inline __attribute__((always_inline)) void *realloc_via(pymem_allocator *prev, void *p, size_t n)
+{
+	if (unlikely(!p || ((uint64_t *)p)[-1] == real.secret))
+		return pm_realloc_slow(prev, p, n, 0);
+	if (likely(n - 1 < PYMALLOC_MAX))
+		COUNTDOWN_OR_GOTO(n, slow);
+	return prev->realloc(prev->ctx, p, n);
+slow:
+	return pm_realloc_slow(prev, p, n, 1);
+}
+
+static void *pm_malloc(void *ctx, size_t n) { return malloc_via(ctx, n); }
+static void *pm_calloc(void *ctx, size_t k, size_t n) { return calloc_via(ctx, k, n); }
+static void *pm_realloc(void *ctx, void *p, size_t n) { return realloc_via(ctx, p, n); }
+static void *pmd_malloc(void *ctx, size_t n) { (void)ctx; return malloc_via(&py.prev[0], n); }
+static void *pmd_calloc(void *ctx, size_t k, size_t n) { (void)ctx; return calloc_via(&py.prev[0], k, n); }
+static void *pmd_realloc(void *ctx, void *p, size_t n) { (void)ctx; return realloc_via(&py.prev[0], p, n); }
+
 static pymem_allocator ours[2];
 
 /*
@@ -478,9 +580,14 @@ void py_try_install(void)
 	if (!__atomic_exchange_n(&py_pending, 0, __ATOMIC_ACQ_REL))
 		return;
 	int domains[2] = {PYMEM_DOMAIN_MEM, PYMEM_DOMAIN_OBJ};
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 2; i++)
 		py.get_allocator(domains[i], &py.prev[i]);
-		ours[i] = (pymem_allocator){&py.prev[i], pm_malloc, pm_calloc, pm_realloc, pm_free};
+	direct = hl_rate() >= DIRECT_RATE && !py.prev[0].ctx && !memcmp(&py.prev[0], &py.prev[1], sizeof py.prev[0]);
+	for (int i = 0; i < 2; i++) {
+		if (direct) /* the context stays pymalloc's (NULL), for its free */
+			ours[i] = (pymem_allocator){NULL, pmd_malloc, pmd_calloc, pmd_realloc, py.prev[i].free};
+		else
+			ours[i] = (pymem_allocator){&py.prev[i], pm_malloc, pm_calloc, pm_realloc, pm_free};
 		py.set_allocator(domains[i], &ours[i]);
 	}
 	struct hl_ring_header *h = ring_now();

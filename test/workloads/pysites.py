@@ -97,7 +97,11 @@ def main():
     KEEP.append(keep_small())
     KEEP.append(keep_medium())
     KEEP.append(keep_large())
+    # pymalloc counts its blocks (sys.getallocatedblocks); a profiler must
+    # not unbalance the count by allocating or freeing behind its back.
+    blocks = sys.getallocatedblocks()
     churn()
+    print("blocks_delta=%d" % (sys.getallocatedblocks() - blocks))
     held = [None] * THREAD_N
     t = threading.Thread(target=thread_site, args=(held,))
     t.start()
