@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -453,6 +454,35 @@ func TestWriterAutoFlush(t *testing.T) {
 	c, err := ReadAll(&buf)
 	if err != nil || len(c.Allocs) != 200_000 {
 		t.Fatalf("read back %d allocs, err %v", len(c.Allocs), err)
+	}
+}
+
+// TestWriterChunkOverWindow checks that a chunk larger than the encoder's
+// window (a record near the body limit makes one) still reads back.
+func TestWriterChunkOverWindow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	half := make([]byte, 3*chunkTarget/2) // random: compresses to about its size
+	for i := range half {
+		half[i] = 'a' + byte(rng.IntN(26))
+	}
+	name := string(half) + string(half) // the repeat is farther back than the window
+	var buf bytes.Buffer
+	w, _ := NewWriter(&buf)
+	write(t, w, &Alloc{Stream: 1, TID: 1, TimeNano: 1, Addr: 0x1000, Size: 8, StackID: 1, Func: FuncMalloc})
+	write(t, w, &Location{ID: 1, Lines: []Line{{Function: name, File: "big.c", Line: 7}}})
+	write(t, w, &Alloc{Stream: 1, TID: 1, TimeNano: 2, Addr: 0x2000, Size: 8, StackID: 1, Func: FuncMalloc})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := binary.LittleEndian.Uint32(buf.Bytes()[HeaderSize:]); n <= chunkTarget {
+		t.Fatalf("chunk payload of %d bytes is within the %d byte window", n, chunkTarget)
+	}
+	c, err := ReadAll(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Allocs) != 2 || c.Locations[1] == nil || c.Locations[1].Lines[0].Function != name {
+		t.Fatalf("read back %d allocs and location %v", len(c.Allocs), c.Locations[1] != nil)
 	}
 }
 

@@ -1,6 +1,7 @@
 // Package collect drains the rings of a profiling session into a capture:
 // one stream per ring, native pcs symbolized while the target's files are
-// still present, stacks and locations interned so each is written once.
+// still present, stacks and locations interned so each is written once, and
+// a module's mapping written only once a location in it is.
 package collect
 
 import (
@@ -67,11 +68,16 @@ type stream struct {
 
 type module struct {
 	mappingID uint64
-	bias      uint64
-	segs      []ring.Segment
-	path      string
-	file      *symbolize.File
-	self      bool
+	// pending is the module's Mapping record until a Location names it.
+	// Most loaded libraries (the interpreter's extension modules, libc's
+	// helpers) never appear in a sampled stack, and reports only look
+	// mappings up through Locations, so unreferenced ones are not written.
+	pending *capture.Mapping
+	bias    uint64
+	segs    []ring.Segment
+	path    string
+	file    *symbolize.File
+	self    bool
 }
 
 // New returns a collector for the rings in dir, writing to w. self is the
@@ -286,6 +292,8 @@ func (c *Collector) drain(s *stream) error {
 	return err
 }
 
+// module notes a loaded module. Its Mapping record is written before the
+// first Location in it (see module.pending).
 func (c *Collector) module(s *stream, rec *ring.Record) error {
 	m := &module{bias: rec.Bias, segs: append([]ring.Segment(nil), rec.Segments...), path: rec.Path}
 	m.self = c.self != "" && sameFile(rec.Path, c.self)
@@ -303,8 +311,9 @@ func (c *Collector) module(s *stream, rec *ring.Record) error {
 		m.file = f
 		mp.BuildID = f.BuildID()
 	}
+	m.pending = mp
 	s.mods = append(s.mods, m)
-	return c.w.Mapping(mp)
+	return nil
 }
 
 func sameFile(a, b string) bool {
@@ -400,6 +409,12 @@ func (c *Collector) location(s *stream, pc uint64) (uint64, error) {
 	if m := s.lookup(pc); m != nil {
 		if m.self {
 			return 0, nil
+		}
+		if m.pending != nil {
+			if err := c.w.Mapping(m.pending); err != nil {
+				return 0, err
+			}
+			m.pending = nil
 		}
 		loc.MappingID = m.mappingID
 		if m.file != nil {

@@ -1,0 +1,146 @@
+package collect
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"slices"
+	"testing"
+
+	"github.com/heaplens/heaplens/internal/capture"
+	"github.com/heaplens/heaplens/internal/ring"
+)
+
+type testModule struct {
+	path string
+	bias uint64
+}
+
+// Modules of the test process: each has one executable segment of 0x1000
+// bytes at its bias. The paths do not exist, so nothing is symbolized.
+var testModules = []testModule{
+	{"/test/prog", 0x10000},
+	{"/test/liba.so", 0x20000},
+	{"/test/libb.so", 0x30000},
+	{"/test/libheaplens.so", 0x40000}, // the collector's own library
+	{"/test/libunused.so", 0x50000},
+}
+
+const testSelf = "/test/libheaplens.so"
+
+// collected is what a test capture holds.
+type collected struct {
+	capt        *capture.Capture
+	mappingFile []string // files of the Mapping records, in record order
+	early       []uint64 // Locations read before the Mapping they name
+}
+
+// collectStacks runs the modules and one ALLOC per stack of frames through
+// a Collector and reads the capture back.
+func collectStacks(t *testing.T, stacks [][]uint64) collected {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := capture.NewWriter(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(t.TempDir(), testSelf, w)
+	defer c.syms.Close()
+	s := &stream{id: 1, locs: map[uint64]uint64{}}
+	if err := w.Process(&capture.Process{Stream: 1, PID: 42}); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range testModules {
+		rec := &ring.Record{Type: ring.RecModule, TimeNano: int64(i + 1), Path: m.path, Bias: m.bias,
+			Segments: []ring.Segment{{Vaddr: 0, Memsz: 0x1000, Flags: 1}}}
+		if err := c.module(s, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, frames := range stacks {
+		rec := &ring.Record{Type: ring.RecAlloc, TID: 7, TimeNano: int64(100 + i), Addr: 0x9000 + uint64(i)*16,
+			Size: 16, Func: capture.FuncMalloc, Frames: frames}
+		if err := c.alloc(s, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	var got collected
+	r, err := capture.NewReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := map[uint64]bool{}
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch rec.Type {
+		case capture.RecMapping:
+			read[rec.Mapping.ID] = true
+			got.mappingFile = append(got.mappingFile, rec.Mapping.File)
+		case capture.RecLocation:
+			if id := rec.Location.MappingID; id != 0 && !read[id] {
+				got.early = append(got.early, rec.Location.ID)
+			}
+		}
+	}
+	if got.capt, err = capture.ReadAll(bytes.NewReader(buf.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// TestMappingsOnlyWhenReferenced checks that a module's Mapping is written
+// once, before the first Location in it, and never for modules that no
+// written Location names (unsampled ones and the library's own).
+func TestMappingsOnlyWhenReferenced(t *testing.T) {
+	// pc returns a return address inside module i.
+	pc := func(i int, off uint64) uint64 { return testModules[i].bias + off }
+	tests := []struct {
+		name      string
+		stacks    [][]uint64
+		mappings  []string // Mapping files in record order
+		locations int
+	}{
+		{"no samples", nil, nil, 0},
+		{"one module", [][]uint64{{pc(0, 0x100), pc(0, 0x200)}}, []string{"/test/prog"}, 2},
+		{"first use order, each once",
+			[][]uint64{{pc(2, 0x10), pc(0, 0x20)}, {pc(1, 0x30), pc(0, 0x20)}, {pc(2, 0x40)}},
+			[]string{"/test/libb.so", "/test/prog", "/test/liba.so"}, 4},
+		{"own library left out", [][]uint64{{pc(3, 0x10), pc(3, 0x20), pc(1, 0x30)}}, []string{"/test/liba.so"}, 1},
+		{"pc outside every module", [][]uint64{{0x7000_0000, pc(0, 0x10)}}, []string{"/test/prog"}, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := collectStacks(t, tc.stacks)
+			if !slices.Equal(got.mappingFile, tc.mappings) {
+				t.Errorf("Mapping records %q, want %q", got.mappingFile, tc.mappings)
+			}
+			if len(got.early) > 0 {
+				t.Errorf("locations %v come before their Mapping", got.early)
+			}
+			if n := len(got.capt.Locations); n != tc.locations {
+				t.Errorf("%d locations, want %d", n, tc.locations)
+			}
+			if probs := got.capt.Check(); len(probs) > 0 {
+				t.Errorf("capture problems: %q", probs)
+			}
+			// The IDs and times are those given when the module was seen.
+			for _, m := range got.capt.Mappings {
+				i := slices.IndexFunc(testModules, func(tm testModule) bool { return tm.path == m.File })
+				if m.TimeNano != int64(i+1) || m.LoadBias != testModules[i].bias || m.Start != testModules[i].bias {
+					t.Errorf("mapping %q: time %d, bias %#x, start %#x; want %d, %#x, %#x",
+						m.File, m.TimeNano, m.LoadBias, m.Start, i+1, testModules[i].bias, testModules[i].bias)
+				}
+			}
+		})
+	}
+}
