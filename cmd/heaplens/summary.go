@@ -17,9 +17,9 @@ func printSummary(w io.Writer, res *launch.Result) error {
 	if err != nil && !errors.As(err, &corrupt) {
 		return err
 	}
+	peak, timeline := heap.PeakAndTimeline(c, heap.Options{}) // one replay for both
 	if err := export.Summary(w, c, heap.Allocs(c, heap.Options{}), heap.Leaks(c, heap.Options{}),
-		export.SummaryOptions{Status: res.Status, Capture: res.Capture,
-			Peak: heap.Peak(c, heap.Options{}), Timeline: heap.TimelineOf(c, heap.Options{})}); err != nil {
+		export.SummaryOptions{Status: res.Status, Capture: res.Capture, Peak: peak, Timeline: timeline}); err != nil {
 		return err
 	}
 	for _, p := range c.Processes {

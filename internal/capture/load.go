@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"sort"
@@ -80,6 +81,11 @@ func ReadAll(r io.Reader) (*Capture, error) {
 	return c, err
 }
 
+// MaxEvents is the most Allocs plus Frees a capture may hold to be read: the
+// heap package indexes its replay with int32 (at ~64 GiB of records in
+// memory, far beyond any real capture).
+const MaxEvents = math.MaxInt32
+
 func readAll(r io.Reader) (*Capture, error) {
 	rd, err := NewReader(r)
 	if err != nil {
@@ -100,6 +106,10 @@ func readAll(r io.Reader) (*Capture, error) {
 		if err != nil {
 			c.Skipped = rd.Skipped()
 			return c, err
+		}
+		if (rec.Type == RecAlloc || rec.Type == RecFree) && len(c.Allocs)+len(c.Frees) >= MaxEvents {
+			c.Skipped = rd.Skipped()
+			return c, fmt.Errorf("capture holds more than %d allocations and frees, more than heaplens can replay; record it with a larger --rate", MaxEvents)
 		}
 		switch rec.Type {
 		case RecMeta:

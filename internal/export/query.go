@@ -76,23 +76,25 @@ func (q Query) Compute(c *capture.Capture) (*Result, error) {
 		r.Filter["min_age"] = q.MinAge.String()
 	}
 	cc := r.Capture
-	r.Timeline = heap.TimelineOf(cc, opt)
 	switch q.View {
 	case "allocs":
 		r.Profile = heap.Allocs(cc, opt)
 	case "leaks":
-		r.Profile = heap.Leaks(cc, opt)
+		r.Profile, r.Timeline = heap.LeaksAndTimeline(cc, opt)
 	case "live":
 		r.Profile = heap.Live(cc, opt, heap.Start(cc)+int64(q.At))
 	case "peak":
-		r.Profile = heap.Peak(cc, opt)
+		r.Profile, r.Timeline = heap.PeakAndTimeline(cc, opt)
 	case "temporary":
 		r.Profile = heap.Temporary(cc, opt, q.Lifetime)
 	case "timeline":
-		r.Profile = heap.Peak(cc, opt)
+		r.Profile, r.Timeline = heap.PeakAndTimeline(cc, opt)
 		r.Profile.View = "timeline"
 	default:
 		return nil, fmt.Errorf("unknown view %q (one of %v)", q.View, Views)
+	}
+	if r.Timeline == nil {
+		r.Timeline = heap.TimelineOf(cc, opt)
 	}
 	if q.View == "allocs" {
 		r.Allocs = r.Profile

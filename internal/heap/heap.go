@@ -22,12 +22,31 @@ import (
 // (or 0, a capture without Meta) every allocation is sampled and the weight
 // is 1. A zero-size allocation can only be sampled at rate 1 and weighs 1.
 func Weight(size, rate uint64) float64 {
-	if rate <= 1 || size == 0 {
+	return newWeigher(rate).weight(size)
+}
+
+// weigher is Weight at one rate, with the logarithm of the rate computed
+// once: the views weigh every allocation of a capture, millions of them.
+type weigher struct {
+	rate   uint64
+	log1mp float64 // log1p(-1/rate): log of the chance a byte is not sampled
+}
+
+func newWeigher(rate uint64) weigher {
+	w := weigher{rate: rate}
+	if rate > 1 {
+		w.log1mp = math.Log1p(-1 / float64(rate))
+	}
+	return w
+}
+
+func (w weigher) weight(size uint64) float64 {
+	if w.rate <= 1 || size == 0 {
 		return 1
 	}
 	// -expm1(size*log1p(-1/rate)) is the sampling probability, computed
 	// without the cancellation of 1-(1-1/rate)^size for small sizes.
-	return -1 / math.Expm1(float64(size)*math.Log1p(-1/float64(rate)))
+	return -1 / math.Expm1(float64(size)*w.log1mp)
 }
 
 // Options select what a view covers. It is a struct so filters can be added
@@ -149,13 +168,13 @@ type key struct {
 // builder accumulates weighted samples per (stream, stack), or per (stream,
 // stack, thread), of the allocations the options keep.
 type builder struct {
-	rate  uint64
+	w     weigher
 	opt   Options
 	sites map[key]*Sample
 }
 
 func newBuilder(c *capture.Capture, opt Options) *builder {
-	return &builder{rate: c.Meta.Rate, opt: opt, sites: make(map[key]*Sample)}
+	return &builder{w: newWeigher(c.Meta.Rate), opt: opt, sites: make(map[key]*Sample)}
 }
 
 func (b *builder) add(a *capture.Alloc) {
@@ -171,7 +190,7 @@ func (b *builder) add(a *capture.Alloc) {
 		s = &Sample{Stream: a.Stream, StackID: a.StackID, TID: k.tid}
 		b.sites[k] = s
 	}
-	w := Weight(a.Size, b.rate)
+	w := b.w.weight(a.Size)
 	s.Objects += w
 	s.Bytes += w * float64(a.Size)
 	s.Count++
@@ -220,113 +239,63 @@ func Allocs(c *capture.Capture, opt Options) *Profile {
 	return b.profile("allocs", c, opt)
 }
 
-// event is one Alloc (index ≥ 0) or Free (index -1) in replay order.
-type event struct {
-	time   int64
-	addr   uint64
-	alloc  int
-	stream uint32
-}
-
-// events returns the covered Allocs and Frees in replay order: by stream,
-// then TimeNano, with equal times in file order (from Capture.FreeOrder).
-// Without a usable FreeOrder, frees go first among equal times: a realloc
-// that frees and reuses an address at one timestamp then stays live.
-func events(c *capture.Capture, opt Options) []event {
-	order := c.FreeOrder
-	if len(order) != len(c.Frees) || !slices.IsSorted(order) ||
-		(len(order) > 0 && (order[0] < 0 || order[len(order)-1] > len(c.Allocs))) {
-		order = make([]int, len(c.Frees)) // all frees before all allocs
-	}
-	ev := make([]event, 0, len(c.Allocs)+len(c.Frees))
-	j := 0
-	emitFrees := func(upTo int) {
-		for ; j < len(c.Frees) && order[j] <= upTo; j++ {
-			if f := &c.Frees[j]; opt.keep(f.Stream) {
-				ev = append(ev, event{time: f.TimeNano, addr: f.Addr, alloc: -1, stream: f.Stream})
-			}
-		}
-	}
-	for i := range c.Allocs {
-		emitFrees(i)
-		if a := &c.Allocs[i]; opt.keep(a.Stream) {
-			ev = append(ev, event{time: a.TimeNano, addr: a.Addr, alloc: i, stream: a.Stream})
-		}
-	}
-	emitFrees(len(c.Allocs))
-	cmpEv := func(x, y event) int {
-		if c := cmp.Compare(x.stream, y.stream); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.time, y.time)
-	}
-	// Records are mostly in order already; skip the sort when they are.
-	if !slices.IsSortedFunc(ev, cmpEv) {
-		slices.SortStableFunc(ev, cmpEv)
-	}
-	return ev
-}
-
 // Leaks is the "leaks" view: per stream, the sampled allocations still live
 // when the stream's records end (at exit, at exec, or at death). With
 // Options.MinAge, only those allocated at least MinAge before the stream's
 // last record (its End record or its last event, whichever is later).
 //
-// Each stream's Allocs and Frees are replayed in time order with a live set
-// keyed by address. A free of an address that is not live is counted in
+// Allocs and Frees are replayed in time order, each stream with its own
+// live set of addresses. A free of an address that is not live is counted in
 // UnmatchedFrees and ignored. An allocation at an address that is already
 // live replaces the older one and counts in LostFrees: the allocator cannot
 // hand out a live address, so the older block's free was lost.
 func Leaks(c *capture.Capture, opt Options) *Profile {
-	b := newBuilder(c, opt)
-	unmatched, lost := 0, 0
-	live := make(map[uint64]int)
-	ev := events(c, opt)
-	flush := func(last event) {
-		cutoff := int64(math.MaxInt64)
-		if opt.MinAge > 0 {
-			end := last.time
-			if e := c.Ends[last.stream]; e != nil && e.TimeNano > end {
+	r := newReplayer(c, opt)
+	for r.next < len(r.ev) {
+		r.step()
+	}
+	return leaks(r, opt)
+}
+
+// LeaksAndTimeline returns Leaks(c, opt) and TimelineOf(c, opt) from one
+// replay instead of two.
+func LeaksAndTimeline(c *capture.Capture, opt Options) (*Profile, *Timeline) {
+	r := newReplayer(c, opt)
+	tb := newTimelineBuilder(c, opt, r)
+	for r.next < len(r.ev) {
+		r.step()
+		tb.observe(r)
+	}
+	return leaks(r, opt), tb.timeline(r)
+}
+
+// leaks returns the leaks view of a finished replay.
+func leaks(r *replayer, opt Options) *Profile {
+	c := r.c
+	var cutoff map[uint32]int64 // by stream, with MinAge
+	if opt.MinAge > 0 {
+		cutoff = make(map[uint32]int64, len(r.streams))
+		for _, e := range r.ev { // in time order: the last event of a stream wins
+			cutoff[r.streams[e.si]] = e.time
+		}
+		for s, end := range cutoff {
+			if e := c.Ends[s]; e != nil && e.TimeNano > end {
 				end = e.TimeNano
 			}
-			cutoff = end - int64(opt.MinAge)
+			cutoff[s] = end - int64(opt.MinAge)
 		}
-		// Add in allocation order so float sums are deterministic.
-		idx := make([]int, 0, len(live))
-		for _, i := range live {
-			idx = append(idx, i)
-		}
-		slices.Sort(idx)
-		for _, i := range idx {
-			if c.Allocs[i].TimeNano <= cutoff {
-				b.add(&c.Allocs[i])
-			}
-		}
-		clear(live)
 	}
-	for k, e := range ev {
-		if k > 0 && e.stream != ev[k-1].stream {
-			flush(ev[k-1])
+	idx := r.live.appendRefs(make([]int, 0, r.live.n))
+	slices.Sort(idx) // add in allocation order so float sums are deterministic
+	b := newBuilder(c, opt)
+	for _, i := range idx {
+		if a := &c.Allocs[i]; cutoff == nil || a.TimeNano <= cutoff[a.Stream] {
+			b.add(a)
 		}
-		if e.alloc < 0 {
-			if _, ok := live[e.addr]; ok {
-				delete(live, e.addr)
-			} else {
-				unmatched++
-			}
-			continue
-		}
-		if _, ok := live[e.addr]; ok {
-			lost++
-		}
-		live[e.addr] = e.alloc
-	}
-	if len(ev) > 0 {
-		flush(ev[len(ev)-1])
 	}
 	out := b.profile("leaks", c, opt)
-	out.UnmatchedFrees = unmatched
-	out.LostFrees = lost
+	out.UnmatchedFrees = r.unmatched
+	out.LostFrees = r.lost
 	return out
 }
 

@@ -38,86 +38,184 @@ func Start(c *capture.Capture) int64 {
 	return start
 }
 
-// liveKey names a live block across streams.
-type liveKey struct {
-	stream uint32
-	addr   uint64
+// event is one Alloc or Free of a covered stream, in replay order. A
+// replay holds one per record, tens of millions for a long run, so it
+// keeps only what ordering needs and reads the rest from the record.
+// Indexes and positions in the replay are int32: 2^31 records would take
+// over 64 GiB as capture.Alloc and capture.Free values, and events refuses
+// them rather than wrap around.
+type event struct {
+	time int64
+	rec  int32  // index in Capture.Allocs, or ^index in Capture.Frees
+	si   uint32 // the stream's index in replayer.streams
+}
+
+// events returns the Allocs and Frees of the covered streams in replay
+// order: by TimeNano, then stream, with equal times in one stream in file
+// order (from Capture.FreeOrder), and the covered streams, in order of
+// their first record, that event.si indexes. Without a usable FreeOrder,
+// frees go first among equal times: a realloc that frees and reuses an
+// address at one timestamp then stays live.
+func events(c *capture.Capture, opt Options) ([]event, []uint32) {
+	if len(c.Allocs)+len(c.Frees) > capture.MaxEvents { // capture.Load refuses such captures
+		panic("heap: a capture of 2^31 or more allocations and frees cannot be replayed")
+	}
+	order := c.FreeOrder
+	if len(order) != len(c.Frees) || !slices.IsSorted(order) ||
+		(len(order) > 0 && (order[0] < 0 || order[len(order)-1] > len(c.Allocs))) {
+		order = make([]int, len(c.Frees)) // all frees before all allocs
+	}
+	var streams []uint32
+	index := map[uint32]int{} // stream → index in streams, -1 if not covered
+	// Records of one stream come in runs: remember the last answer.
+	last, lastIndex := uint32(0), -2 // -2: no answer yet
+	indexOf := func(stream uint32) int {
+		if stream == last && lastIndex != -2 {
+			return lastIndex
+		}
+		i, ok := index[stream]
+		if !ok {
+			i = -1
+			if opt.keep(stream) {
+				i = len(streams)
+				streams = append(streams, stream)
+			}
+			index[stream] = i
+		}
+		last, lastIndex = stream, i
+		return i
+	}
+	ev := make([]event, 0, len(c.Allocs)+len(c.Frees))
+	j := 0
+	emitFrees := func(upTo int) {
+		for ; j < len(c.Frees) && order[j] <= upTo; j++ {
+			if si := indexOf(c.Frees[j].Stream); si >= 0 {
+				ev = append(ev, event{time: c.Frees[j].TimeNano, rec: ^int32(j), si: uint32(si)})
+			}
+		}
+	}
+	for i := range c.Allocs {
+		emitFrees(i)
+		if si := indexOf(c.Allocs[i].Stream); si >= 0 {
+			ev = append(ev, event{time: c.Allocs[i].TimeNano, rec: int32(i), si: uint32(si)})
+		}
+	}
+	emitFrees(len(c.Allocs))
+	cmpEv := func(x, y event) int {
+		if c := cmp.Compare(x.time, y.time); c != 0 {
+			return c
+		}
+		return cmp.Compare(streams[x.si], streams[y.si])
+	}
+	// Records are mostly in order already; skip the sort when they are.
+	if !slices.IsSortedFunc(ev, cmpEv) {
+		slices.SortStableFunc(ev, cmpEv)
+	}
+	return ev, streams
 }
 
 // replayer replays Allocs and Frees of the covered streams in time order,
 // across streams, and keeps the live set and the estimated heap (Σ weight ×
 // size of live samples) of each stream and of all of them.
+//
+// A free of an address that is not live is counted in unmatched and
+// ignored. An allocation at an address that is already live replaces the
+// older block and counts in lost: the allocator cannot hand out a live
+// address, so the older block's free was lost.
 type replayer struct {
 	c         *capture.Capture
+	w         weigher
 	ev        []event
-	next      int // index of the next event to apply
-	live      map[liveKey]int
+	streams   []uint32 // stream of each stream index
+	next      int      // index of the next event to apply
+	live      liveSet
 	total     float64
-	perStream map[uint32]float64
+	perStream []float64 // by stream index
 	unmatched int
 	lost      int
+
+	// life, if not nil, records the lifespan of each allocation (by index
+	// in Capture.Allocs), so that the live set after any number of events
+	// can be listed after the replay without replaying again.
+	life []lifespan
+}
+
+// lifespan is when an allocation was live, in event positions: born is
+// the position of its Alloc event, died that of the event that ended it (a
+// Free, or an Alloc at its address), math.MaxInt32 if none did. It is live
+// after the first k events when born < k ≤ died. An allocation of a stream
+// not covered has born = math.MaxInt32: it is never live.
+type lifespan struct {
+	born, died int32
 }
 
 func newReplayer(c *capture.Capture, opt Options) *replayer {
-	ev := events(c, opt)
-	// events orders by stream, then time, ties in file order; a stable
-	// sort by time alone keeps each stream's tie order.
-	slices.SortStableFunc(ev, func(x, y event) int { return cmp.Compare(x.time, y.time) })
-	return &replayer{c: c, ev: ev, live: make(map[liveKey]int), perStream: make(map[uint32]float64)}
+	ev, streams := events(c, opt)
+	return &replayer{c: c, w: newWeigher(c.Meta.Rate), ev: ev, streams: streams,
+		live: newLiveSet(), perStream: make([]float64, len(streams))}
 }
 
-// bytes returns the estimated bytes an allocation stands for.
-func (r *replayer) bytes(i int) float64 {
-	a := &r.c.Allocs[i]
-	return Weight(a.Size, r.c.Meta.Rate) * float64(a.Size)
+// recordLifespans makes the replay fill r.life.
+func (r *replayer) recordLifespans() {
+	r.life = make([]lifespan, len(r.c.Allocs))
+	for i := range r.life {
+		r.life[i] = lifespan{math.MaxInt32, math.MaxInt32}
+	}
 }
 
 // step applies the next event. It returns the allocation index a free
 // released (freed ≥ 0), or -1.
 func (r *replayer) step() (freed int) {
-	e := r.ev[r.next]
+	k := r.next
+	e := r.ev[k]
 	r.next++
-	k := liveKey{e.stream, e.addr}
-	if e.alloc < 0 {
-		i, ok := r.live[k]
+	if e.rec < 0 {
+		i, ok := r.live.lookup(e.si, r.c.Frees[^e.rec].Addr)
 		if !ok {
 			r.unmatched++
 			return -1
 		}
-		delete(r.live, k)
-		b := r.bytes(i)
-		r.total -= b
-		r.perStream[e.stream] -= b
-		return i
+		s := r.live.slots[i]
+		r.live.remove(i)
+		r.total -= s.bytes
+		r.perStream[e.si] -= s.bytes
+		if r.life != nil {
+			r.life[s.ref-1].died = int32(k)
+		}
+		return int(s.ref - 1)
 	}
-	if old, ok := r.live[k]; ok {
+	a := &r.c.Allocs[e.rec]
+	// Computed once per allocation: the slot keeps it for the free.
+	b := r.w.weight(a.Size) * float64(a.Size)
+	s := liveSlot{addr: a.Addr, bytes: b, ref: e.rec + 1, si: e.si}
+	if i, ok := r.live.lookup(e.si, a.Addr); ok {
+		old := &r.live.slots[i]
 		r.lost++
-		b := r.bytes(old)
-		r.total -= b
-		r.perStream[e.stream] -= b
+		r.total -= old.bytes
+		r.perStream[e.si] -= old.bytes
+		if r.life != nil {
+			r.life[old.ref-1].died = int32(k)
+		}
+		*old = s
+	} else {
+		r.live.insert(i, s)
 	}
-	r.live[k] = e.alloc
-	b := r.bytes(e.alloc)
 	r.total += b
-	r.perStream[e.stream] += b
+	r.perStream[e.si] += b
+	if r.life != nil {
+		r.life[e.rec].born = int32(k)
+	}
 	return -1
 }
 
-// snapshot builds a profile of the current live set.
-func (r *replayer) snapshot(view string, opt Options, at int64) *Profile {
-	b := newBuilder(r.c, opt)
-	idx := make([]int, 0, len(r.live))
-	for _, i := range r.live {
-		idx = append(idx, i)
-	}
-	slices.Sort(idx) // deterministic float sums
+// snapshot builds a profile of the allocations idx (indexes in
+// c.Allocs, ascending so that float sums are deterministic).
+func snapshot(c *capture.Capture, view string, opt Options, idx []int) *Profile {
+	b := newBuilder(c, opt)
 	for _, i := range idx {
-		b.add(&r.c.Allocs[i])
+		b.add(&c.Allocs[i])
 	}
-	p := b.profile(view, r.c, opt)
-	p.At, p.HeapAt = at, max(r.total, 0)
-	p.UnmatchedFrees, p.LostFrees = r.unmatched, r.lost
-	return p
+	return b.profile(view, c, opt)
 }
 
 // Live is the "live" view: the sampled allocations live at time at
@@ -127,7 +225,44 @@ func Live(c *capture.Capture, opt Options, at int64) *Profile {
 	for r.next < len(r.ev) && r.ev[r.next].time <= at {
 		r.step()
 	}
-	return r.snapshot("live", opt, at)
+	idx := r.live.appendRefs(make([]int, 0, r.live.n))
+	slices.Sort(idx)
+	p := snapshot(c, "live", opt, idx)
+	p.At, p.HeapAt = at, max(r.total, 0)
+	p.UnmatchedFrees, p.LostFrees = r.unmatched, r.lost
+	return p
+}
+
+// peak follows a replay's highest estimated heap, after every event.
+type peak struct {
+	bytes           float64
+	at              int64 // time of the event that reached it
+	k               int   // events applied at the peak; 0 if the heap never rose above 0
+	unmatched, lost int   // the replay's counts at the peak
+}
+
+func (pk *peak) observe(r *replayer) {
+	if r.total > pk.bytes {
+		*pk = peak{bytes: r.total, at: r.ev[r.next-1].time, k: r.next, unmatched: r.unmatched, lost: r.lost}
+	}
+}
+
+// profile returns the peak view of a replay that recorded lifespans.
+func (pk *peak) profile(r *replayer, opt Options) *Profile {
+	k := int32(pk.k)
+	var idx []int
+	for i, l := range r.life {
+		if l.born < k && k <= l.died {
+			idx = append(idx, i)
+		}
+	}
+	p := snapshot(r.c, "peak", opt, idx)
+	p.At, p.HeapAt = pk.at, pk.bytes
+	if pk.k == 0 {
+		p.At = p.Start
+	}
+	p.UnmatchedFrees, p.LostFrees = pk.unmatched, pk.lost
+	return p
 }
 
 // Peak is the "peak" view: the live set at the moment the estimated heap of
@@ -136,21 +271,29 @@ func Live(c *capture.Capture, opt Options, at int64) *Profile {
 // wins a tie. Profile.At is that moment, Profile.HeapAt the peak.
 func Peak(c *capture.Capture, opt Options) *Profile {
 	r := newReplayer(c, opt)
-	best, bestAt, bestK := 0.0, int64(0), -1
+	r.recordLifespans()
+	var pk peak
 	for r.next < len(r.ev) {
 		r.step()
-		if r.total > best {
-			best, bestAt, bestK = r.total, r.ev[r.next-1].time, r.next
-		}
+		pk.observe(r)
 	}
-	r = newReplayer(c, opt)
-	for r.next < bestK {
+	return pk.profile(r, opt)
+}
+
+// PeakAndTimeline returns Peak(c, opt) and TimelineOf(c, opt) from one
+// replay instead of two: the peak view needs the whole replay to know
+// where the peak is, and the timeline is drawn along the way.
+func PeakAndTimeline(c *capture.Capture, opt Options) (*Profile, *Timeline) {
+	r := newReplayer(c, opt)
+	r.recordLifespans()
+	tb := newTimelineBuilder(c, opt, r)
+	var pk peak
+	for r.next < len(r.ev) {
 		r.step()
+		pk.observe(r)
+		tb.observe(r)
 	}
-	if bestK < 0 {
-		bestAt = Start(c)
-	}
-	return r.snapshot("peak", opt, bestAt)
+	return pk.profile(r, opt), tb.timeline(r)
 }
 
 // Temporary is the "temporary" view: sampled allocations freed within
@@ -170,149 +313,4 @@ func Temporary(c *capture.Capture, opt Options, lifetime time.Duration) *Profile
 	p := b.profile("temporary", c, opt)
 	p.UnmatchedFrees, p.LostFrees, p.Lifetime = r.unmatched, r.lost, lifetime
 	return p
-}
-
-// Point is one value of a time series; T is CLOCK_MONOTONIC nanoseconds.
-type Point struct {
-	T     int64
-	Bytes float64
-}
-
-// Series is the timeline of one stream.
-type Series struct {
-	Stream uint32
-	Heap   []Point // estimated heap, downsampled (see Timeline)
-	RSS    []Point // resident set size as sampled by the agent
-	Peak   Point   // exact peak of the estimated heap
-}
-
-// Timeline is the "timeline" view: estimated heap over time, per stream
-// and for all covered streams together, beside the RSS the agent sampled.
-type Timeline struct {
-	Start, End int64    // CLOCK_MONOTONIC bounds of the data
-	Total      []Point  // estimated heap of all covered streams
-	TotalRSS   []Point  // sum of the streams' RSS at each sampling round
-	Peak       Point    // exact peak of Total (the peak view's moment)
-	PeakRSS    Point    // highest TotalRSS
-	Streams    []Series // by stream
-	Drops      map[uint32]DropStats
-}
-
-// timelinePoints bounds the points of each downsampled heap series.
-const timelinePoints = 1000
-
-// downsampler keeps, for each of timelinePoints equal time buckets, the
-// highest value seen in it, so that spikes survive downsampling.
-type downsampler struct {
-	start, width int64
-	bucket       int64
-	out          []Point
-}
-
-func (d *downsampler) add(t int64, v float64) {
-	bk := (t - d.start) / d.width
-	if len(d.out) > 0 && bk == d.bucket {
-		if last := &d.out[len(d.out)-1]; v > last.Bytes {
-			*last = Point{t, v}
-		}
-		return
-	}
-	d.bucket = bk
-	d.out = append(d.out, Point{t, v})
-}
-
-// TimelineOf computes the timeline view. Thread and stack filters do not
-// apply: the heap of a process is one number.
-func TimelineOf(c *capture.Capture, opt Options) *Timeline {
-	r := newReplayer(c, opt)
-	tl := &Timeline{Start: Start(c), Drops: make(map[uint32]DropStats)}
-	end := tl.Start
-	if n := len(r.ev); n > 0 {
-		end = max(end, r.ev[n-1].time)
-	}
-	for i := range c.RSS {
-		if opt.keep(c.RSS[i].Stream) {
-			end = max(end, c.RSS[i].TimeNano)
-		}
-	}
-	for s, e := range c.Ends {
-		if opt.keep(s) {
-			end = max(end, e.TimeNano)
-			tl.Drops[s] = DropStats{DroppedAllocs: e.DroppedAllocs, DroppedFrees: e.DroppedFrees, LostBytes: e.LostBytes}
-		}
-	}
-	tl.End = end
-	width := max((end-tl.Start+timelinePoints-1)/timelinePoints, 1)
-	total := &downsampler{start: tl.Start, width: width}
-	per := map[uint32]*downsampler{}
-	peaks := map[uint32]Point{}
-	for r.next < len(r.ev) {
-		r.step()
-		e := r.ev[r.next-1]
-		// Several events at one time: only the state after the last counts.
-		if r.next < len(r.ev) && r.ev[r.next].time == e.time && r.ev[r.next].stream == e.stream {
-			continue
-		}
-		v := max(r.perStream[e.stream], 0)
-		d := per[e.stream]
-		if d == nil {
-			d = &downsampler{start: tl.Start, width: width}
-			per[e.stream] = d
-		}
-		d.add(e.time, v)
-		if v > peaks[e.stream].Bytes {
-			peaks[e.stream] = Point{e.time, v}
-		}
-		if r.next < len(r.ev) && r.ev[r.next].time == e.time {
-			continue
-		}
-		t := max(r.total, 0)
-		total.add(e.time, t)
-		if t > tl.Peak.Bytes {
-			tl.Peak = Point{e.time, t}
-		}
-	}
-	tl.Total = total.out
-	rss := map[uint32][]Point{}
-	var round []Point // (time, sum) per sampling round, in time order
-	for i := range c.RSS {
-		x := &c.RSS[i]
-		if !opt.keep(x.Stream) {
-			continue
-		}
-		rss[x.Stream] = append(rss[x.Stream], Point{x.TimeNano, float64(x.Bytes)})
-		if n := len(round); n > 0 && round[n-1].T == x.TimeNano {
-			round[n-1].Bytes += float64(x.Bytes)
-		} else {
-			round = append(round, Point{x.TimeNano, float64(x.Bytes)})
-		}
-	}
-	slices.SortStableFunc(round, func(a, b Point) int { return cmp.Compare(a.T, b.T) })
-	tl.TotalRSS = round
-	for _, p := range round {
-		if p.Bytes > tl.PeakRSS.Bytes {
-			tl.PeakRSS = p
-		}
-	}
-	streams := map[uint32]bool{}
-	for s := range per {
-		streams[s] = true
-	}
-	for s := range rss {
-		streams[s] = true
-	}
-	for _, p := range c.Processes {
-		if opt.keep(p.Stream) {
-			streams[p.Stream] = true
-		}
-	}
-	for s := range streams {
-		var h []Point
-		if d := per[s]; d != nil {
-			h = d.out
-		}
-		tl.Streams = append(tl.Streams, Series{Stream: s, Heap: h, RSS: rss[s], Peak: peaks[s]})
-	}
-	slices.SortFunc(tl.Streams, func(a, b Series) int { return cmp.Compare(a.Stream, b.Stream) })
-	return tl
 }

@@ -1,6 +1,8 @@
 package heap
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -173,5 +175,190 @@ func TestTimelineDownsampleKeepsSpikes(t *testing.T) {
 	}
 	if !found || tl.Peak != (Point{2 * 54321, 1 << 20}) {
 		t.Errorf("spike lost: peak %+v, found %v", tl.Peak, found)
+	}
+}
+
+// peakTies is one stream at rate 1 (every weight is 1):
+//
+//	t=10  free 0xf00 (unmatched)                  heap   0
+//	t=11  alloc A 0xa 100 B, stack 1                    100
+//	t=12  alloc B 0xb  50 B, stack 2                    150
+//	t=13  free A, then alloc C 0xc 120 B, stack 3       170 (50 between)
+//	t=14  alloc D 0xd  40 B, stack 4                    210
+//	t=15  alloc E 0xe  30 B, stack 5, then free D       200 (240 between)
+//	t=16  free 0xdead (unmatched)                       200
+//	t=17  alloc F 0xb  10 B, stack 6: B's free was lost 160
+//
+// The peak view counts the state after every event: 240 at t=15, between
+// E's alloc and D's free, with B, C, D and E live, one unmatched free so
+// far and no lost one. The timeline only counts the state after the last
+// event of a time: its peak is 210 at t=14.
+func peakTies() *capture.Capture {
+	return synth(1, []capture.Alloc{
+		alloc(1, 11, 0xa, 100, 1),
+		alloc(1, 12, 0xb, 50, 2),
+		alloc(1, 13, 0xc, 120, 3),
+		alloc(1, 14, 0xd, 40, 4),
+		alloc(1, 15, 0xe, 30, 5),
+		alloc(1, 17, 0xb, 10, 6),
+	}, []capture.Free{
+		free(1, 10, 0xf00),
+		free(1, 13, 0xa),
+		free(1, 15, 0xd),
+		free(1, 16, 0xdead),
+	}, []int{0, 2, 5, 5})
+}
+
+// TestReplayViews checks the peak view, the leaks view and the timeline of
+// hand-built captures, each from its own replay (Peak, Leaks, TimelineOf)
+// and from the combined ones (PeakAndTimeline, LeaksAndTimeline).
+func TestReplayViews(t *testing.T) {
+	tests := []struct {
+		name         string
+		c            *capture.Capture
+		opt          Options
+		stacks       map[uint64]float64
+		at           int64
+		heapAt       float64
+		unmatched    int
+		lost         int
+		tlPeak       Point
+		total        []Point
+		streamPeaks  []Point
+		leaks        map[uint64]float64
+		endUnmatched int
+		endLost      int
+	}{
+		{
+			name: "ties", c: peakTies(),
+			stacks: map[uint64]float64{2: 50, 3: 120, 4: 40, 5: 30}, at: 15, heapAt: 240, unmatched: 1,
+			tlPeak:      Point{14, 210},
+			total:       []Point{{10, 0}, {11, 100}, {12, 150}, {13, 170}, {14, 210}, {15, 200}, {16, 200}, {17, 160}},
+			streamPeaks: []Point{{14, 210}, {}},
+			leaks:       map[uint64]float64{3: 120, 5: 30, 6: 10}, endUnmatched: 2, endLost: 1,
+		},
+		{
+			name: "ties, thread filter", c: peakTies(), opt: Options{Thread: 7},
+			stacks: map[uint64]float64{}, at: 15, heapAt: 240, unmatched: 1,
+			tlPeak:      Point{14, 210},
+			total:       []Point{{10, 0}, {11, 100}, {12, 150}, {13, 170}, {14, 210}, {15, 200}, {16, 200}, {17, 160}},
+			streamPeaks: []Point{{14, 210}, {}},
+			leaks:       map[uint64]float64{}, endUnmatched: 2, endLost: 1,
+		},
+		{
+			name: "two streams", c: twoStreams(),
+			stacks: map[uint64]float64{1: 100, 2: 80}, at: 3, heapAt: 180,
+			tlPeak:      Point{3, 180},
+			total:       []Point{{1, 100}, {3, 180}, {5, 80}, {7, 0}, {8, 150}},
+			streamPeaks: []Point{{1, 100}, {8, 150}},
+			leaks:       map[uint64]float64{3: 150},
+		},
+		{
+			name: "stream 2 only", c: twoStreams(), opt: Options{Streams: []uint32{2}},
+			stacks: map[uint64]float64{3: 150}, at: 8, heapAt: 150,
+			tlPeak:      Point{8, 150},
+			total:       []Point{{3, 80}, {7, 0}, {8, 150}},
+			streamPeaks: []Point{{8, 150}},
+			leaks:       map[uint64]float64{3: 150},
+		},
+		{
+			// The heap never rises above 0: the peak is the empty live set
+			// at the start, before any event, so before the unmatched free.
+			name: "no allocation", c: synth(1, nil, []capture.Free{free(1, 4, 0xa)}, []int{0}),
+			stacks: map[uint64]float64{}, at: 4, heapAt: 0,
+			total:       []Point{{4, 0}},
+			streamPeaks: []Point{{}, {}},
+			leaks:       map[uint64]float64{}, endUnmatched: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, tl := PeakAndTimeline(tt.c, tt.opt)
+			l, ltl := LeaksAndTimeline(tt.c, tt.opt)
+			for _, pk := range []*Profile{p, Peak(tt.c, tt.opt)} {
+				if got := stacksOf(pk); !equalStacks(got, tt.stacks) {
+					t.Errorf("peak stacks = %v, want %v", got, tt.stacks)
+				}
+				if pk.View != "peak" || pk.At != tt.at || pk.HeapAt != tt.heapAt {
+					t.Errorf("peak %q at %d of %v, want %q at %d of %v", pk.View, pk.At, pk.HeapAt, "peak", tt.at, tt.heapAt)
+				}
+				if pk.UnmatchedFrees != tt.unmatched || pk.LostFrees != tt.lost {
+					t.Errorf("at the peak: %d unmatched, %d lost frees; want %d, %d", pk.UnmatchedFrees, pk.LostFrees, tt.unmatched, tt.lost)
+				}
+			}
+			for _, tl := range []*Timeline{tl, ltl, TimelineOf(tt.c, tt.opt)} {
+				if tl.Peak != tt.tlPeak {
+					t.Errorf("timeline peak %+v, want %+v", tl.Peak, tt.tlPeak)
+				}
+				if !slices.Equal(tl.Total, tt.total) {
+					t.Errorf("timeline total %+v, want %+v", tl.Total, tt.total)
+				}
+				var peaks []Point
+				for _, s := range tl.Streams {
+					peaks = append(peaks, s.Peak)
+				}
+				if !slices.Equal(peaks, tt.streamPeaks) {
+					t.Errorf("stream peaks %+v, want %+v", peaks, tt.streamPeaks)
+				}
+			}
+			for _, l := range []*Profile{l, Leaks(tt.c, tt.opt)} {
+				if got := stacksOf(l); l.View != "leaks" || !equalStacks(got, tt.leaks) {
+					t.Errorf("%s = %v, want leaks %v", l.View, got, tt.leaks)
+				}
+				if l.UnmatchedFrees != tt.endUnmatched || l.LostFrees != tt.endLost {
+					t.Errorf("at the end: %d unmatched, %d lost frees; want %d, %d", l.UnmatchedFrees, l.LostFrees, tt.endUnmatched, tt.endLost)
+				}
+			}
+		})
+	}
+}
+
+// churn builds a capture shaped like bench/cmd/hlcompare's synthetic one:
+// n allocations at the default rate whose live set grows to n/10 blocks,
+// after which each allocation frees a random live block.
+func churn(n int) *capture.Capture {
+	rng := rand.New(rand.NewPCG(7, 11))
+	var allocs []capture.Alloc
+	var frees []capture.Free
+	var order []int
+	live := make([]uint64, 0, n/10)
+	t, addr := int64(1e9), uint64(0x5555_0000_0000)
+	for range n {
+		t += 1 + int64(rng.ExpFloat64()*20_000)
+		if len(live) >= n/10 {
+			k := rng.IntN(len(live))
+			frees = append(frees, free(1, t, live[k]))
+			order = append(order, len(allocs))
+			live[k] = live[len(live)-1]
+			live = live[:len(live)-1]
+		}
+		addr += 4096
+		allocs = append(allocs, alloc(1, t, addr, uint64(64+rng.ExpFloat64()*200_000), uint64(1+rng.IntN(10_000))))
+		live = append(live, addr)
+	}
+	return synth(512<<10, allocs, frees, order)
+}
+
+// BenchmarkReplay times the views that replay a capture of 1M samples
+// (100k live), alone and with the timeline that the report adds to them.
+func BenchmarkReplay(b *testing.B) {
+	c := churn(1_000_000)
+	views := []struct {
+		name string
+		f    func()
+	}{
+		{"Peak", func() { Peak(c, Options{}) }},
+		{"TimelineOf", func() { TimelineOf(c, Options{}) }},
+		{"PeakAndTimeline", func() { PeakAndTimeline(c, Options{}) }},
+		{"Leaks", func() { Leaks(c, Options{}) }},
+		{"LeaksAndTimeline", func() { LeaksAndTimeline(c, Options{}) }},
+	}
+	for _, v := range views {
+		b.Run(v.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				v.f()
+			}
+		})
 	}
 }

@@ -1,0 +1,189 @@
+package heap
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/heaplens/heaplens/internal/capture"
+)
+
+// Point is one value of a time series; T is CLOCK_MONOTONIC nanoseconds.
+type Point struct {
+	T     int64
+	Bytes float64
+}
+
+// Series is the timeline of one stream.
+type Series struct {
+	Stream uint32
+	Heap   []Point // estimated heap, downsampled (see Timeline)
+	RSS    []Point // resident set size as sampled by the agent
+	Peak   Point   // exact peak of the estimated heap
+}
+
+// Timeline is the "timeline" view: estimated heap over time, per stream
+// and for all covered streams together, beside the RSS the agent sampled.
+//
+// The heap at a time is the heap after the last event stamped with it, so
+// Peak is the peak view's moment except when that falls between events of
+// one timestamp (an allocation, then a free, in the same nanosecond): the
+// peak view counts the state after every event.
+type Timeline struct {
+	Start, End int64    // CLOCK_MONOTONIC bounds of the data
+	Total      []Point  // estimated heap of all covered streams
+	TotalRSS   []Point  // sum of the streams' RSS at each sampling round
+	Peak       Point    // exact peak of Total (see below)
+	PeakRSS    Point    // highest TotalRSS
+	Streams    []Series // by stream
+	Drops      map[uint32]DropStats
+}
+
+// timelinePoints bounds the points of each downsampled heap series.
+const timelinePoints = 1000
+
+// downsampler keeps, for each of timelinePoints equal time buckets, the
+// highest value seen in it, so that spikes survive downsampling.
+type downsampler struct {
+	start, width int64
+	bucket       int64
+	out          []Point
+}
+
+func (d *downsampler) add(t int64, v float64) {
+	bk := (t - d.start) / d.width
+	if len(d.out) > 0 && bk == d.bucket {
+		if last := &d.out[len(d.out)-1]; v > last.Bytes {
+			*last = Point{t, v}
+		}
+		return
+	}
+	d.bucket = bk
+	d.out = append(d.out, Point{t, v})
+}
+
+// timelineBuilder draws the timeline along a replay: observe after each
+// step, then timeline.
+type timelineBuilder struct {
+	c     *capture.Capture
+	opt   Options
+	tl    *Timeline
+	total downsampler
+	per   []*downsampler // by stream index of the replay
+	peaks []Point        // by stream index
+}
+
+func newTimelineBuilder(c *capture.Capture, opt Options, r *replayer) *timelineBuilder {
+	tl := &Timeline{Start: Start(c), Drops: make(map[uint32]DropStats)}
+	end := tl.Start
+	if n := len(r.ev); n > 0 {
+		end = max(end, r.ev[n-1].time)
+	}
+	for i := range c.RSS {
+		if opt.keep(c.RSS[i].Stream) {
+			end = max(end, c.RSS[i].TimeNano)
+		}
+	}
+	for s, e := range c.Ends {
+		if opt.keep(s) {
+			end = max(end, e.TimeNano)
+			tl.Drops[s] = DropStats{DroppedAllocs: e.DroppedAllocs, DroppedFrees: e.DroppedFrees, LostBytes: e.LostBytes}
+		}
+	}
+	tl.End = end
+	width := max((end-tl.Start+timelinePoints-1)/timelinePoints, 1)
+	return &timelineBuilder{c: c, opt: opt, tl: tl, total: downsampler{start: tl.Start, width: width},
+		per: make([]*downsampler, len(r.streams)), peaks: make([]Point, len(r.streams))}
+}
+
+// observe records the heap after the event r just applied.
+func (tb *timelineBuilder) observe(r *replayer) {
+	e := r.ev[r.next-1]
+	// Several events at one time: only the state after the last counts.
+	if r.next < len(r.ev) && r.ev[r.next].time == e.time && r.ev[r.next].si == e.si {
+		return
+	}
+	v := max(r.perStream[e.si], 0)
+	d := tb.per[e.si]
+	if d == nil {
+		d = &downsampler{start: tb.tl.Start, width: tb.total.width}
+		tb.per[e.si] = d
+	}
+	d.add(e.time, v)
+	if v > tb.peaks[e.si].Bytes {
+		tb.peaks[e.si] = Point{e.time, v}
+	}
+	if r.next < len(r.ev) && r.ev[r.next].time == e.time {
+		return
+	}
+	t := max(r.total, 0)
+	tb.total.add(e.time, t)
+	if t > tb.tl.Peak.Bytes {
+		tb.tl.Peak = Point{e.time, t}
+	}
+}
+
+// timeline returns the timeline of a finished replay, with the RSS samples.
+func (tb *timelineBuilder) timeline(r *replayer) *Timeline {
+	c, opt, tl := tb.c, tb.opt, tb.tl
+	tl.Total = tb.total.out
+	rss := map[uint32][]Point{}
+	var round []Point // (time, sum) per sampling round, in time order
+	for i := range c.RSS {
+		x := &c.RSS[i]
+		if !opt.keep(x.Stream) {
+			continue
+		}
+		rss[x.Stream] = append(rss[x.Stream], Point{x.TimeNano, float64(x.Bytes)})
+		if n := len(round); n > 0 && round[n-1].T == x.TimeNano {
+			round[n-1].Bytes += float64(x.Bytes)
+		} else {
+			round = append(round, Point{x.TimeNano, float64(x.Bytes)})
+		}
+	}
+	slices.SortStableFunc(round, func(a, b Point) int { return cmp.Compare(a.T, b.T) })
+	tl.TotalRSS = round
+	for _, p := range round {
+		if p.Bytes > tl.PeakRSS.Bytes {
+			tl.PeakRSS = p
+		}
+	}
+	streams := map[uint32]bool{}
+	heaps := map[uint32]*downsampler{}
+	peaks := map[uint32]Point{}
+	for si, d := range tb.per {
+		if d != nil {
+			s := r.streams[si]
+			streams[s] = true
+			heaps[s], peaks[s] = d, tb.peaks[si]
+		}
+	}
+	for s := range rss {
+		streams[s] = true
+	}
+	for _, p := range c.Processes {
+		if opt.keep(p.Stream) {
+			streams[p.Stream] = true
+		}
+	}
+	for s := range streams {
+		var h []Point
+		if d := heaps[s]; d != nil {
+			h = d.out
+		}
+		tl.Streams = append(tl.Streams, Series{Stream: s, Heap: h, RSS: rss[s], Peak: peaks[s]})
+	}
+	slices.SortFunc(tl.Streams, func(a, b Series) int { return cmp.Compare(a.Stream, b.Stream) })
+	return tl
+}
+
+// TimelineOf computes the timeline view. Thread and stack filters do not
+// apply: the heap of a process is one number.
+func TimelineOf(c *capture.Capture, opt Options) *Timeline {
+	r := newReplayer(c, opt)
+	tb := newTimelineBuilder(c, opt, r)
+	for r.next < len(r.ev) {
+		r.step()
+		tb.observe(r)
+	}
+	return tb.timeline(r)
+}
