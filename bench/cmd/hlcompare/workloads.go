@@ -61,7 +61,7 @@ func allWorkloads(quick bool) []*workload {
 		{
 			Name: "malloc_pairs", Kind: "native",
 			Desc:  "malloc+free of 128 B in a loop, 2 threads (the microbenchmark of bench/cmd/hlbench)",
-			Full:  []string{"128", "40000000", "2"},
+			Full:  []string{"128", "160000000", "2"},
 			Small: []string{"128", "1000000", "2"},
 			command: func(b *bench, args []string) []string {
 				return append([]string{filepath.Join(b.tmp, "malloc_pairs")}, args...)
