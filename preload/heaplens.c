@@ -698,8 +698,7 @@ static uint64_t stack_words(void) { return (uint64_t)tls.nframes + 2 * (uint64_t
 COLD void record_alloc(void *p, size_t n, int func)
 {
 	int saved = errno;
-	int64_t rem = tls.remaining, owed = tls.owed; /* what the unwinder allocates is not the program's */
-	tls.busy++;
+	struct countdown cd = pause_sampling(); /* what the unwinder allocates is not the program's */
 	struct hl_ring_header *h = __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE);
 	if (!h) {
 		__atomic_fetch_add(&g.early_drops, 1, __ATOMIC_RELAXED); /* sampled before the ring existed */
@@ -730,8 +729,7 @@ COLD void record_alloc(void *p, size_t n, int func)
 	put_stack(pos + body);
 	ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_ALLOC, (uint32_t)func, tls.nframes));
 out:
-	tls.busy--;
-	tls.remaining = rem, tls.owed = owed;
+	resume_sampling(cd);
 	errno = saved;
 }
 
@@ -746,8 +744,7 @@ COLD void record_origin(uint64_t token, int walked)
 	if (!h)
 		return;
 	int saved = errno;
-	int64_t rem = tls.remaining, owed = tls.owed;
-	tls.busy++;
+	struct countdown cd = pause_sampling();
 	uint32_t flags = take_stack(walked);
 	uint64_t len = 32 + 8 * stack_words(), pos;
 	if (ring_reserve(len, &pos)) {
@@ -758,8 +755,7 @@ COLD void record_origin(uint64_t token, int walked)
 		ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_ORIGIN, 0, tls.nframes));
 	} else
 		__atomic_fetch_add(&h->dropped_other, 1, __ATOMIC_RELAXED);
-	tls.busy--;
-	tls.remaining = rem, tls.owed = owed;
+	resume_sampling(cd);
 	errno = saved;
 }
 

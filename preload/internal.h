@@ -74,6 +74,25 @@ int sample_slow(size_t n);
 		     : "rax", "cc", "memory"                                        \
 		     : label)
 
+/*
+ * Brackets the library's own allocations and unwinding: nothing in between
+ * is sampled (busy), and the countdown comes back as it was, since those
+ * bytes were not the program's.
+ */
+struct countdown {
+	int64_t remaining, owed;
+};
+static inline struct countdown pause_sampling(void)
+{
+	tls.busy++;
+	return (struct countdown){tls.remaining, tls.owed};
+}
+static inline void resume_sampling(struct countdown c)
+{
+	tls.busy--;
+	tls.remaining = c.remaining, tls.owed = c.owed;
+}
+
 static inline __attribute__((always_inline)) int sample_now(size_t n)
 {
 	COUNTDOWN_OR_GOTO(n, slow);

@@ -357,9 +357,9 @@ void py_atfork_child(void)
 /*
  * Two modes. Direct, for the default allocator (both domains pymalloc with a
  * NULL context, as in every release build) at rates of DIRECT_RATE and more:
- * a sampled object is allocated
- * through pymalloc's own path for large requests, so it is an ordinary malloc
- * block, tagged like the ones malloc's hook samples (HDR bytes in front).
+ * a sampled object is allocated through pymalloc's own path for large
+ * requests, so it is an ordinary malloc block, tagged like the ones malloc's
+ * hook samples (HDR bytes in front).
  * pymalloc hands every block outside its arenas to PyMem_RawFree and
  * PyMem_RawRealloc, that is to free and realloc, whose hooks see the tag; so
  * free needs no hook, and Python calls pymalloc's free as it would without
@@ -375,15 +375,15 @@ void py_atfork_child(void)
 
 static int direct;
 
+/* Direct mode's request for n bytes and a header: more than pymalloc serves, so it takes it from malloc (and counts it as its own block). */
+static size_t past_pymalloc(size_t n) { return n + HDR > PYMALLOC_MAX ? n + HDR : PYMALLOC_MAX + 1; }
+
 static COLD void *pm_sampled(pymem_allocator *prev, size_t n, int zero, int func)
 {
-	/* More than pymalloc serves: it takes it from malloc (and counts it as its own block). */
-	size_t want = direct ? (n + HDR > PYMALLOC_MAX ? n + HDR : PYMALLOC_MAX + 1) : n + PYHDR;
-	int64_t rem = tls.remaining, owed = tls.owed;
-	tls.busy++;
+	size_t want = direct ? past_pymalloc(n) : n + PYHDR;
+	struct countdown cd = pause_sampling();
 	char *raw = zero ? prev->calloc(prev->ctx, 1, want) : prev->malloc(prev->ctx, want);
-	tls.busy--;
-	tls.remaining = rem, tls.owed = owed; /* the header's bytes were not the program's */
+	resume_sampling(cd);
 	if (!raw)
 		return NULL;
 	uint64_t *p = tag(raw, direct ? HDR : PYHDR);
@@ -474,11 +474,9 @@ static void *realloc_direct(pymem_allocator *prev, void *p, size_t n, int counte
 	} else if (!sample_slow(n))
 		return prev->realloc(prev->ctx, p, n);
 	/* Sampled: grow it past pymalloc's limit, so that it moves to a malloc block, and tag that. */
-	int64_t rem = tls.remaining, owed = tls.owed;
-	tls.busy++;
-	char *raw = prev->realloc(prev->ctx, p, n + HDR > PYMALLOC_MAX ? n + HDR : PYMALLOC_MAX + 1);
-	tls.busy--;
-	tls.remaining = rem, tls.owed = owed;
+	struct countdown cd = pause_sampling();
+	char *raw = prev->realloc(prev->ctx, p, past_pymalloc(n));
+	resume_sampling(cd);
 	if (!raw)
 		return NULL;
 	memmove(raw + HDR, raw, n);
@@ -517,11 +515,9 @@ static COLD void *pm_realloc_slow(pymem_allocator *prev, void *p, size_t n, int 
 		record_free(p);
 	char *src = old ? raw_of(p) : p;
 	uint64_t noff = new ? PYHDR : 0;
-	int64_t rem = tls.remaining, owed = tls.owed;
-	tls.busy++;
+	struct countdown cd = pause_sampling();
 	char *raw = prev->realloc(prev->ctx, src, n + (noff > off ? noff : off));
-	tls.busy--;
-	tls.remaining = rem, tls.owed = owed;
+	resume_sampling(cd);
 	if (!raw) {
 		if (old) /* the old block lives on */
 			record_alloc(p, pm_size(p, off), HL_FUNC_PYMEM_REALLOC);
