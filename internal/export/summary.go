@@ -24,6 +24,16 @@ type SummaryOptions struct {
 	Timeline *heap.Timeline
 }
 
+// peakAt says when a peak was, in seconds since the capture's start: "at
+// 1.250 s". A peak of nothing has no moment (its time is zero, before the
+// start): "(nothing sampled)".
+func peakAt(tl *heap.Timeline, p heap.Point) string {
+	if p.Bytes <= 0 {
+		return "(nothing sampled)"
+	}
+	return fmt.Sprintf("at %.3f s", float64(p.T-tl.Start)/1e9)
+}
+
 // Summary writes the few lines `heaplens run` prints when the command ends:
 // the peak (estimated heap and RSS) with its top sites, totals, the top leak
 // suspects, sites at their innermost frame in the program's own code,
@@ -43,10 +53,9 @@ func Summary(w io.Writer, c *capture.Capture, allocs, leaks *heap.Profile, opt S
 	fmt.Fprintf(&b, "  sampled every %s on average; %d process image(s), %d samples\n",
 		size.FormatSize(c.Meta.Rate), len(c.Processes), allocs.RawSamples())
 	if tl := opt.Timeline; tl != nil {
-		at := func(t int64) string { return fmt.Sprintf("%.3f s", float64(t-tl.Start)/1e9) }
-		fmt.Fprintf(&b, "  peak        %10s estimated heap at %s", size.Human(tl.Peak.Bytes), at(tl.Peak.T))
+		fmt.Fprintf(&b, "  peak        %10s estimated heap %s", size.Human(tl.Peak.Bytes), peakAt(tl, tl.Peak))
 		if tl.PeakRSS.Bytes > 0 {
-			fmt.Fprintf(&b, "; RSS peak %s at %s", size.Human(tl.PeakRSS.Bytes), at(tl.PeakRSS.T))
+			fmt.Fprintf(&b, "; RSS peak %s %s", size.Human(tl.PeakRSS.Bytes), peakAt(tl, tl.PeakRSS))
 		}
 		b.WriteString("\n")
 	}

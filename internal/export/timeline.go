@@ -18,12 +18,12 @@ func TimelineText(w io.Writer, c *capture.Capture, tl *heap.Timeline) error {
 	s := func(t int64) float64 { return float64(t-tl.Start) / 1e9 }
 	fmt.Fprintf(bw, "view:      timeline\n")
 	fmt.Fprintf(bw, "duration:  %.3f s\n", s(tl.End))
-	fmt.Fprintf(bw, "peak:      %s (%.0f bytes) estimated heap at %.3f s\n", size.Human(tl.Peak.Bytes), tl.Peak.Bytes, s(tl.Peak.T))
+	fmt.Fprintf(bw, "peak:      %s (%.0f bytes) estimated heap %s\n", size.Human(tl.Peak.Bytes), tl.Peak.Bytes, peakAt(tl, tl.Peak))
 	if tl.PeakRSS.Bytes > 0 {
-		fmt.Fprintf(bw, "peak RSS:  %s at %.3f s\n", size.Human(tl.PeakRSS.Bytes), s(tl.PeakRSS.T))
+		fmt.Fprintf(bw, "peak RSS:  %s %s\n", size.Human(tl.PeakRSS.Bytes), peakAt(tl, tl.PeakRSS))
 	}
 	for _, st := range tl.Streams {
-		fmt.Fprintf(bw, "  %s stream %d: peak %s at %.3f s\n", ProcessLabel(c, st.Stream), st.Stream, size.Human(st.Peak.Bytes), s(st.Peak.T))
+		fmt.Fprintf(bw, "  %s stream %d: peak %s %s\n", ProcessLabel(c, st.Stream), st.Stream, size.Human(st.Peak.Bytes), peakAt(tl, st.Peak))
 	}
 	fmt.Fprintf(bw, "\n%10s  %14s  %14s\n", "time (s)", "heap (est.)", "RSS")
 	i, j := 0, 0
