@@ -1,17 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/heaplens/heaplens/bench/internal/harness"
 )
 
 // CallgrindRow is one instruction count comparison.
@@ -128,49 +127,11 @@ func (b *bench) callgrindTotal(tag, fn string, env []string, prog string, args .
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return 0, "", fmt.Errorf("callgrind %s: %v\n%s", tag, err, msg)
 	}
-	f, err := os.Open(out)
-	if err != nil {
-		return 0, "", err
-	}
-	defer f.Close()
-	tot, err := parseCallgrindTotals(f)
+	tot, err := harness.CallgrindFile(out)
 	if err != nil {
 		return 0, "", fmt.Errorf("callgrind %s: %v", tag, err)
 	}
 	return tot, out, nil
-}
-
-// parseCallgrindTotals returns the first event count (Ir) of the
-// "totals:" line of a callgrind output file, or of "summary:" when there
-// is no totals line (both are written; older versions wrote only summary).
-func parseCallgrindTotals(r io.Reader) (uint64, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	var summary string
-	for sc.Scan() {
-		line := sc.Text()
-		if v, ok := strings.CutPrefix(line, "totals:"); ok {
-			return firstUint(v)
-		}
-		if v, ok := strings.CutPrefix(line, "summary:"); ok && summary == "" {
-			summary = v
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, err
-	}
-	if summary != "" {
-		return firstUint(summary)
-	}
-	return 0, errors.New("no totals: or summary: line")
-}
-
-func firstUint(s string) (uint64, error) {
-	f := strings.Fields(s)
-	if len(f) == 0 {
-		return 0, fmt.Errorf("empty count %q", s)
-	}
-	return strconv.ParseUint(f[0], 10, 64)
 }
 
 // libFunctions runs callgrind_annotate on file and keeps libheaplens.so's functions.

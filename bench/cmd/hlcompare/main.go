@@ -14,11 +14,14 @@
 //     threads (records per second, drops), and the time `heaplens report`
 //     takes on a synthetic capture of 10 million samples;
 //   - start-up: the fixed cost of `heaplens run`, with the symbol cache
-//     warm and cold.
+//     warm and cold;
+//   - instructions: the target's own instruction count under callgrind,
+//     bare and under heaplens, which wall time on a noisy machine cannot
+//     resolve to a few percent.
 //
 // Run it from the repository root:
 //
-//	go run ./bench/cmd/hlcompare [-runs 5] [-quick] [-out bench/results]
+//	go run ./bench/cmd/hlcompare [-runs 8] [-quick] [-out bench/results]
 //
 // It builds bin/heaplens with make (unless -no-build), installs the peers
 // it compares with when they are missing (heaptrack, sqlite3, g++, numpy,
@@ -28,8 +31,10 @@
 //
 // The machines this runs on are small and noisy: every comparison is made
 // inside one invocation, the configurations of a workload are interleaved
-// run by run in a rotated order (harness.Rotation), and medians are
-// compared.
+// run by run in a rotated order (harness.Rotation), and wall times are
+// compared round by round, with a confidence interval
+// (harness.PairedRatio) that says when a goal is beyond this machine's
+// resolution.
 package main
 
 import (
@@ -69,14 +74,16 @@ type options struct {
 	scale    bool
 	accuracy bool // the small-size runs: --rate 1 and the accuracy section
 	peers    bool // heaptrack and memray configurations
-	samples  int  // synthetic capture size for the report-time measurement
-	timeout  time.Duration
+	// instructions counts the target's instructions under callgrind.
+	instructions bool
+	samples      int // synthetic capture size for the report-time measurement
+	timeout      time.Duration
 }
 
 func main() {
 	var o options
 	var only string
-	flag.IntVar(&o.runs, "runs", 5, "interleaved runs per configuration (the median is reported)")
+	flag.IntVar(&o.runs, "runs", 8, "interleaved rounds: runs per configuration (8 is the fewest whose confidence interval is narrower than the range)")
 	flag.BoolVar(&o.quick, "quick", false, "smoke test: 3 runs, small workloads, 1M-sample synthetic capture")
 	flag.StringVar(&o.out, "out", filepath.Join("bench", "results"), "directory for compare.md and compare.json")
 	flag.StringVar(&o.root, "root", ".", "repository root")
@@ -87,6 +94,7 @@ func main() {
 	flag.BoolVar(&o.keepTemp, "keep", false, "keep the temporary directory (captures, built workloads)")
 	flag.BoolVar(&o.scale, "scale", true, "run the scale measurements")
 	flag.BoolVar(&o.accuracy, "accuracy", true, "run --rate 1 and the accuracy section (small sizes)")
+	flag.BoolVar(&o.instructions, "instructions", true, "count the target's instructions under callgrind, bare and under heaplens (small sizes)")
 	flag.BoolVar(&o.peers, "peers", true, "run heaptrack and memray (false: bare and heaplens only, for A/B runs of heaplens builds)")
 	flag.Parse()
 	o.timeout = 10 * time.Minute
@@ -145,7 +153,7 @@ func run(o options) error {
 			return fmt.Errorf("-baseline: %w", err)
 		}
 	}
-	p, err := peers.Setup(root, peers.Want{Heaptrack: true, Native: true}, logf)
+	p, err := peers.Setup(root, peers.Want{Heaptrack: true, Native: true, Valgrind: o.instructions}, logf)
 	if err != nil {
 		return err
 	}
@@ -190,6 +198,15 @@ func run(o options) error {
 				return err
 			}
 			rep.Accuracy = append(rep.Accuracy, acc)
+		}
+		if o.instructions {
+			in, err := b.instructions(w)
+			if err != nil {
+				return err
+			}
+			if in != nil {
+				rep.Instructions = append(rep.Instructions, *in)
+			}
 		}
 		rep.Workloads = append(rep.Workloads, r)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heaplens/heaplens/bench/internal/harness"
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/heap"
 )
@@ -125,9 +126,18 @@ func TestChecksumMismatch(t *testing.T) {
 }
 
 func TestRatiosAndFormat(t *testing.T) {
-	cs := []ConfigResult{{WallS: 2, CPUS: 4, SelfRSSKB: 100}, {WallS: 3, CPUS: 4, SelfRSSKB: 150}, {Unavailable: "x"}}
+	runs := func(walls ...float64) []Measurement {
+		var ms []Measurement
+		for _, w := range walls {
+			ms = append(ms, Measurement{WallS: w})
+		}
+		return ms
+	}
+	// Round by round the second configuration takes 1.5× bare's time,
+	// although the rounds' speeds differ by 3×.
+	cs := []ConfigResult{{Runs: runs(1, 2, 3, 2, 2), CPUS: 4, SelfRSSKB: 100}, {Runs: runs(1.5, 3, 4.5, 3, 3), CPUS: 4, SelfRSSKB: 150}, {Unavailable: "x"}}
 	ratios(cs)
-	if cs[1].WallRatio != 1.5 || cs[1].CPURatio != 1 || cs[1].RSSRatio != 1.5 || cs[2].WallRatio != 0 {
+	if cs[1].WallRatio != 1.5 || cs[1].WallCI.Lo != 1.5 || cs[1].WallCI.Hi != 1.5 || cs[1].CPURatio != 1 || cs[1].RSSRatio != 1.5 || cs[2].WallRatio != 0 {
 		t.Errorf("ratios: %+v", cs)
 	}
 	for x, want := range map[float64]string{0: "-", 1.034: "1.03×", 43.2: "43×"} {
@@ -222,4 +232,20 @@ func siteFrames(c *capture.Capture) []string {
 		out = append(out, c.Locations[id].Lines[0].Function)
 	}
 	return out
+}
+
+func TestGoal(t *testing.T) {
+	for _, tc := range []struct {
+		iv   harness.Interval
+		want string
+	}{
+		{harness.Interval{Median: 1.02, Lo: 0.99, Hi: 1.04, Conf: 0.94}, "met"},
+		{harness.Interval{Median: 1.2, Lo: 1.1, Hi: 1.3, Conf: 0.94}, "missed"},
+		{harness.Interval{Median: 1.04, Lo: 0.97, Hi: 1.12, Conf: 0.94}, "undecided"},
+		{harness.Interval{Median: 1.0, Lo: 1.0, Hi: 1.0}, "undecided"}, // too few rounds for any confidence
+	} {
+		if got := goal(tc.iv, 1.05); got != tc.want {
+			t.Errorf("goal(%+v) = %q, want %q", tc.iv, got, tc.want)
+		}
+	}
 }

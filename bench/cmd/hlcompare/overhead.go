@@ -20,9 +20,12 @@ type ConfigResult struct {
 	TreeRSSKB   float64       `json:"tree_maxrss_kb_median"`
 	SelfRSSKB   float64       `json:"self_maxrss_kb_median"`
 	Capture     float64       `json:"capture_bytes_median"`
-	WallRatio   float64       `json:"wall_ratio"` // median wall / median bare wall
-	CPURatio    float64       `json:"cpu_ratio"`
-	RSSRatio    float64       `json:"self_rss_ratio"` // target's peak RSS / bare's
+	// WallRatio is the median over rounds of wall / bare's wall in the
+	// same round, WallCI its confidence interval (harness.PairedRatio).
+	WallRatio float64          `json:"wall_ratio"`
+	WallCI    harness.Interval `json:"wall_ratio_interval"`
+	CPURatio  float64          `json:"cpu_ratio"`
+	RSSRatio  float64          `json:"self_rss_ratio"` // target's peak RSS / bare's
 	// TargetCPUS is the target's own CPU (median), OtherCPUS the rest of
 	// the tree's (median of CPU − target CPU: heaplens' agent,
 	// heaptrack_interpret), and TargetCPURatio the target's CPU over
@@ -125,6 +128,8 @@ func (b *bench) overhead(w *workload) (WorkloadResult, error) {
 	return res, nil
 }
 
+func wallS(m Measurement) float64 { return m.WallS }
+
 // summarize takes the medians of one configuration's runs.
 func summarize(name string, args []string, ms []Measurement) ConfigResult {
 	med := func(f func(Measurement) float64) float64 { return harness.Median(field(ms, f)) }
@@ -132,7 +137,7 @@ func summarize(name string, args []string, ms []Measurement) ConfigResult {
 		Config:     name,
 		Args:       args,
 		Runs:       ms,
-		WallS:      med(func(m Measurement) float64 { return m.WallS }),
+		WallS:      med(wallS),
 		CPUS:       med(func(m Measurement) float64 { return m.CPUS }),
 		LoopS:      med(func(m Measurement) float64 { return m.LoopS }),
 		TreeRSSKB:  med(func(m Measurement) float64 { return float64(m.TreeRSSKB) }),
@@ -143,8 +148,11 @@ func summarize(name string, args []string, ms []Measurement) ConfigResult {
 	}
 }
 
+// ratioConf is the least coverage of the wall ratio's confidence interval.
+const ratioConf = 0.9
+
 // ratios divides every available configuration's medians by those of the
-// first one (bare).
+// first one (bare), and its wall times by bare's round by round.
 func ratios(cs []ConfigResult) {
 	if len(cs) == 0 {
 		return
@@ -155,7 +163,8 @@ func ratios(cs []ConfigResult) {
 		if c.Unavailable != "" {
 			continue
 		}
-		c.WallRatio = ratio(c.WallS, bare.WallS)
+		c.WallCI = harness.PairedRatio(field(c.Runs, wallS), field(bare.Runs, wallS), ratioConf)
+		c.WallRatio = c.WallCI.Median
 		c.CPURatio = ratio(c.CPUS, bare.CPUS)
 		c.RSSRatio = ratio(c.SelfRSSKB, bare.SelfRSSKB)
 		c.TargetCPURatio = ratio(c.TargetCPUS, bare.TargetCPUS)

@@ -24,9 +24,11 @@ type Report struct {
 	Startup   []StartupResult  `json:"startup"`
 	Workloads []WorkloadResult `json:"workloads"`
 	Accuracy  []AccuracyResult `json:"accuracy"`
-	Scale     *ScaleResult     `json:"scale,omitempty"`
-	Verdicts  []Verdict        `json:"verdicts"`
-	Warnings  []string         `json:"warnings,omitempty"`
+	// Instructions are the targets' instruction counts under callgrind.
+	Instructions []InstrResult `json:"instructions,omitempty"`
+	Scale        *ScaleResult  `json:"scale,omitempty"`
+	Verdicts     []Verdict     `json:"verdicts"`
+	Warnings     []string      `json:"warnings,omitempty"`
 }
 
 // Goals are the issue's targets.
@@ -38,9 +40,16 @@ type Goals struct {
 
 // Verdict is one workload against the goals.
 type Verdict struct {
-	Workload  string  `json:"workload"`
-	WallRatio float64 `json:"wall_ratio"`
-	WallOK    bool    `json:"wall_ok"`
+	Workload string           `json:"workload"`
+	Python   bool             `json:"python"`
+	Wall     harness.Interval `json:"wall_ratio"`
+	// WallGoal is "met" when the whole interval is within the goal, "missed"
+	// when all of it is above, "undecided" when the machine's noise in
+	// this many rounds cannot tell.
+	WallGoal string `json:"wall_goal"`
+	// Instr is the target's instructions under heaplens over bare's (0
+	// when not counted).
+	Instr float64 `json:"instructions_ratio,omitempty"`
 	// CaptureFrac is heaplens' capture over memray's; 0 when memray does
 	// not apply (native workloads) or is unavailable.
 	CaptureFrac float64 `json:"capture_fraction,omitempty"`
@@ -56,16 +65,21 @@ type Verdict struct {
 func (r *Report) evaluate() {
 	r.Verdicts = nil
 	for _, w := range r.Workloads {
-		v := Verdict{Workload: w.Name}
+		v := Verdict{Workload: w.Name, Python: w.Kind == "python"}
 		if hl := w.Config(cfgHeaplens.Name); hl != nil {
-			v.WallRatio = hl.WallRatio
-			v.WallOK = hl.WallRatio <= r.Goals.Wall
+			v.Wall = hl.WallCI
+			v.WallGoal = goal(hl.WallCI, r.Goals.Wall)
 			if hl.CaptureVsMemray > 0 {
 				v.CaptureFrac = hl.CaptureVsMemray
 				ok := v.CaptureFrac <= r.Goals.Capture
 				v.CaptureOK = &ok
 			}
 			v.CaptureFracT = hl.CaptureVsMemrayT
+		}
+		for _, in := range r.Instructions {
+			if c := in.count(cfgHeaplens.Name); in.Workload == w.Name && c != nil {
+				v.Instr = c.Ratio
+			}
 		}
 		for _, a := range r.Accuracy {
 			if a.Workload != w.Name {
@@ -81,6 +95,17 @@ func (r *Report) evaluate() {
 		v.AccuracyOK = v.Sites > 0 && v.SitesWithin == v.Sites
 		r.Verdicts = append(r.Verdicts, v)
 	}
+}
+
+// goal says whether a ratio's interval is within limit.
+func goal(iv harness.Interval, limit float64) string {
+	switch {
+	case iv.Conf > 0 && iv.Hi <= limit:
+		return "met"
+	case iv.Conf > 0 && iv.Lo > limit:
+		return "missed"
+	}
+	return "undecided"
 }
 
 // Calibration counts, over every (site, seed) estimate, how many errors
@@ -149,6 +174,14 @@ func times(x float64) string {
 	return fmt.Sprintf("%.2f×", x)
 }
 
+// interval prints a ratio's confidence interval as "0.98–1.10 (94 %)".
+func interval(iv harness.Interval) string {
+	if iv.Conf == 0 {
+		return fmt.Sprintf("%.2f–%.2f (range)", iv.Lo, iv.Hi)
+	}
+	return fmt.Sprintf("%.2f–%.2f (%.0f %%)", iv.Lo, iv.Hi, 100*iv.Conf)
+}
+
 func pct(x float64) string {
 	if math.Abs(x) < 0.001 {
 		return fmt.Sprintf("%.3f%%", 100*x)
@@ -188,6 +221,7 @@ func formatMarkdown(r *Report) string {
 		orNA(p.Sqlite, p.SqliteReason), orNA(p.Cxx, p.CxxReason))
 	writeGoals(&sb, r)
 	writeOverview(&sb, r)
+	writeInstructions(&sb, r)
 	writeAccuracy(&sb, r)
 	writeScale(&sb, r)
 	writeStartup(&sb, r)
@@ -207,10 +241,19 @@ func orNA(v, reason string) string {
 func writeGoals(sb *strings.Builder, r *Report) {
 	fmt.Fprintf(sb, "## Goals\n\nheaplens at its default rate: wall ≤ %.2f× bare on every workload; capture ≤ %s of memray's "+
 		"(default mode, Python workloads: memray runs Python programs only); every site's estimate within %.0f σ of the exact "+
-		"value (σ predicted by the sampling math).\n\n", r.Goals.Wall, pct(r.Goals.Capture), r.Goals.Sigmas)
+		"value (σ predicted by the sampling math).\n\n"+
+		"wall = the median over rounds of heaplens' wall time over bare's in the same round; interval = the confidence "+
+		"interval of that median from the order statistics of the rounds' ratios (exact coverage in brackets, whatever the "+
+		"noise's distribution). The wall goal is *met* when the whole interval is within it, *missed* when all of it is "+
+		"above, *undecided* when this machine's noise over this many rounds cannot tell. instructions = the target's own "+
+		"instructions under callgrind over bare's (section \"Instructions\"): the in-process cost, free of that noise.\n\n",
+		r.Goals.Wall, pct(r.Goals.Capture), r.Goals.Sigmas)
 	var rows [][]string
 	for _, v := range r.Verdicts {
 		capCell, capOK, capT := "n/a (native)", "-", "-"
+		if v.Python {
+			capCell = "n/a (memray not run)"
+		}
 		if v.CaptureOK != nil {
 			capCell, capOK = pct(v.CaptureFrac), yesNo(*v.CaptureOK)
 		}
@@ -221,15 +264,24 @@ func writeGoals(sb *strings.Builder, r *Report) {
 		if v.Sites == 0 {
 			sites, acc = "-", "not run"
 		}
-		rows = append(rows, []string{v.Workload, times(v.WallRatio), yesNo(v.WallOK), capCell, capOK, capT, sites, acc})
+		wallGoal := v.WallGoal
+		if wallGoal == "missed" {
+			wallGoal = "**missed**"
+		}
+		instr := "-"
+		if v.Instr > 0 {
+			instr = fmt.Sprintf("%.3f×", v.Instr)
+		}
+		rows = append(rows, []string{v.Workload, times(v.Wall.Median), interval(v.Wall), wallGoal, instr, capCell, capOK, capT, sites, acc})
 	}
-	sb.WriteString(harness.Table([]string{"workload", ">wall", fmt.Sprintf("≤ %.2f×", r.Goals.Wall), ">capture / memray's",
+	sb.WriteString(harness.Table([]string{"workload", ">wall", ">interval", fmt.Sprintf("≤ %.2f×", r.Goals.Wall), ">instructions", ">capture / memray's",
 		"≤ " + pct(r.Goals.Capture), ">… / memray --trace-python-allocators'", ">sites within", "accurate"}, rows))
 	sb.WriteString("\n")
 }
 
 func writeOverview(sb *strings.Builder, r *Report) {
-	fmt.Fprintf(sb, "## Overhead: wall time over bare\n\nMedian wall time over the median bare wall time of the same size. "+
+	fmt.Fprintf(sb, "## Overhead: wall time over bare\n\nThe median over rounds of the wall time over bare's in the same round "+
+		"(the rounds run every configuration once, in a rotated order). "+
 		"`--rate 1` runs at the small size (its cost grows with the number of allocations), against bare at that size.\n\n")
 	head := []string{"workload", ">bare s"}
 	for _, c := range overheadColumns {
@@ -427,12 +479,12 @@ func writeDetails(sb *strings.Builder, r *Report) {
 					rows = append(rows, []string{c.Config, size, na(c.Unavailable)})
 					continue
 				}
-				rows = append(rows, []string{c.Config, size, f2(c.WallS), times(c.WallRatio), f2(c.CPUS), times(c.CPURatio),
+				rows = append(rows, []string{c.Config, size, f2(c.WallS), times(c.WallRatio), interval(c.WallCI), f2(c.CPUS), times(c.CPURatio),
 					times(c.TargetCPURatio), f2(c.OtherCPUS), harness.ByteLabel(c.SelfRSSKB * 1024), harness.ByteLabel(c.TreeRSSKB * 1024),
 					captureCell(c.Capture)})
 			}
 		}
-		sb.WriteString(harness.Table([]string{"config", "size", ">wall s", ">wall ×", ">cpu s", ">cpu ×", ">target cpu ×", ">other cpu s",
+		sb.WriteString(harness.Table([]string{"config", "size", ">wall s", ">wall ×", ">interval", ">cpu s", ">cpu ×", ">target cpu ×", ">other cpu s",
 			">target RSS", ">largest RSS", ">capture"}, rows))
 		sb.WriteString("\n")
 	}

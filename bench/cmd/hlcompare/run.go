@@ -35,7 +35,10 @@ type config struct {
 	ring     string // heaplens --ring-size; "" = the default
 	cold     bool   // heaplens with an empty cache directory (start-up)
 	noPython bool   // heaplens --no-python
-	bin      string // another heaplens binary (the -baseline A/B); "" = b.heaplens
+	// callgrind runs the target (not heaplens' agent) under valgrind
+	// --tool=callgrind, to count its instructions (bare and heaplens only).
+	callgrind bool
+	bin       string // another heaplens binary (the -baseline A/B); "" = b.heaplens
 }
 
 var (
@@ -81,16 +84,22 @@ type Measurement struct {
 	Checksum     string             `json:"checksum,omitempty"`
 	Result       float64            `json:"result"` // the workload's key number (loop time, ns per pair…)
 	LoopS        float64            `json:"loop_s,omitempty"`
+	Instructions uint64             `json:"instructions,omitempty"` // the target's, under callgrind
 	capture      string             // kept capture file, when asked for
 	kv           map[string]float64 // the workload's result line
 }
 
-// command returns the argv that runs argv under c and the capture path it
-// writes ("" when none). heaptrack appends its compression suffix itself.
-func (b *bench) command(c config, w *workload, args []string) (argv []string, capture string) {
+// command returns the argv that runs argv under c, the capture path it
+// writes ("" when none; heaptrack appends its compression suffix itself)
+// and callgrind's output file ("" when not under callgrind).
+func (b *bench) command(c config, w *workload, args []string) (argv []string, capture, callgrind string) {
 	target := w.command(b, args)
 	b.nCapture++
 	base := filepath.Join(b.tmp, fmt.Sprintf("cap-%d", b.nCapture))
+	if c.callgrind {
+		callgrind = base + ".callgrind"
+		target = append([]string{"valgrind", "-q", "--tool=callgrind", "--callgrind-out-file=" + callgrind}, target...)
+	}
 	switch c.profiler {
 	case "heaplens":
 		capture = base + ".hlc"
@@ -111,9 +120,9 @@ func (b *bench) command(c config, w *workload, args []string) (argv []string, ca
 		if c.ring != "" {
 			argv = append(argv, "--ring-size", c.ring)
 		}
-		return append(append(argv, "--"), target...), capture
+		return append(append(argv, "--"), target...), capture, callgrind
 	case "heaptrack":
-		return append([]string{"heaptrack", "-o", base}, target...), base
+		return append([]string{"heaptrack", "-o", base}, target...), base, callgrind
 	case "memray":
 		capture = base + ".bin"
 		argv = []string{b.peers.VenvPython, "-m", "memray", "run", "-q", "-f", "-o", capture}
@@ -121,9 +130,9 @@ func (b *bench) command(c config, w *workload, args []string) (argv []string, ca
 			argv = append(argv, c.mode)
 		}
 		// memray runs the script itself: drop the interpreter from target.
-		return append(argv, target[1:]...), capture
+		return append(argv, target[1:]...), capture, ""
 	}
-	return target, ""
+	return target, "", callgrind
 }
 
 // unavailable says why c cannot run w, "" when it can.
@@ -157,7 +166,10 @@ func (b *bench) runOnce(c config, w *workload, args []string, keep bool) (Measur
 	if w.reset != nil {
 		w.reset(b, args)
 	}
-	argv, capture := b.command(c, w, args)
+	argv, capture, callgrind := b.command(c, w, args)
+	if callgrind != "" {
+		defer os.Remove(callgrind)
+	}
 	env := harness.CleanEnv()
 	if c.cold {
 		// An empty cache directory: the library is extracted again and no
@@ -200,6 +212,11 @@ func (b *bench) runOnce(c config, w *workload, args []string, keep bool) (Measur
 	m.Result, m.LoopS, m.SelfRSSKB, m.TargetCPUS, m.kv = v, kv["loop_s"], int64(kv["maxrss_kb"]), kv["cpu_s"], kv
 	if m.Checksum, err = b.resultChecksum(w, args, line); err != nil {
 		return m, fmt.Errorf("%s: %w", label, err)
+	}
+	if callgrind != "" {
+		if m.Instructions, err = harness.CallgrindFile(callgrind); err != nil {
+			return m, fmt.Errorf("%s: %w", label, err)
+		}
 	}
 	if capture != "" {
 		if c.profiler == "heaptrack" {

@@ -176,3 +176,53 @@ func Bullets(title string, items []string) string {
 	}
 	return sb.String()
 }
+
+// Interval is a ratio with a distribution-free confidence interval.
+type Interval struct {
+	Median float64 `json:"median"`
+	Lo     float64 `json:"lo"`
+	Hi     float64 `json:"hi"`
+	// Conf is the interval's exact coverage (e.g. 0.9375 for 5 rounds);
+	// 0 when there are too few rounds for any interval.
+	Conf float64 `json:"confidence"`
+}
+
+// PairedRatio returns the median of xs[i]/base[i] — runs i of two modes
+// made in the same interleaved round, so that the machine's slow drift,
+// which moves both, cancels — with the order-statistic confidence interval
+// of that median: [r(k), r(n+1−k)] of the sorted ratios holds the true
+// median with probability 1 − 2·P(Binomial(n, ½) < k), whatever the
+// noise's distribution. k is the largest whose coverage is at least
+// minConf. Pairs with a zero or missing base are skipped.
+func PairedRatio(xs, base []float64, minConf float64) Interval {
+	var r []float64
+	for i := range min(len(xs), len(base)) {
+		if base[i] > 0 {
+			r = append(r, xs[i]/base[i])
+		}
+	}
+	if len(r) == 0 {
+		return Interval{}
+	}
+	sort.Float64s(r)
+	n := len(r)
+	iv := Interval{Median: Median(r), Lo: r[0], Hi: r[n-1]}
+	for k := 1; 2*k <= n; k++ {
+		conf := 1 - 2*binomCDF(n, k-1)
+		if conf < minConf {
+			break
+		}
+		iv.Lo, iv.Hi, iv.Conf = r[k-1], r[n-k], conf
+	}
+	return iv
+}
+
+// binomCDF is P(Binomial(n, ½) ≤ k).
+func binomCDF(n, k int) float64 {
+	p, c := 0.0, 1.0 // c = C(n, i)
+	for i := 0; i <= k; i++ {
+		p += c
+		c = c * float64(n-i) / float64(i+1)
+	}
+	return p / math.Pow(2, float64(n))
+}

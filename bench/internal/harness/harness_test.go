@@ -64,3 +64,28 @@ func TestCPUModel(t *testing.T) {
 		t.Errorf("CPUModel(\"\") = %q", got)
 	}
 }
+
+func TestPairedRatio(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		xs, base       []float64
+		med, lo, hi, c float64
+	}{
+		// 5 rounds: only [min, max] reaches 90 %: 1 − 2/32.
+		{"5 rounds", []float64{2, 2.2, 1.8, 2.4, 2}, []float64{2, 2, 2, 2, 2}, 1, 0.9, 1.2, 0.9375},
+		// 9 rounds: the 2nd and 8th ratios, 1 − 2·10/512.
+		{"9 rounds", []float64{1, 2, 3, 4, 5, 6, 7, 8, 9}, []float64{1, 1, 1, 1, 1, 1, 1, 1, 1}, 5, 2, 8, 1 - 20.0/512},
+		// Paired, not medians over medians: each run is 10 % slower than
+		// its own round's base, whatever the round's speed.
+		{"drift cancels", []float64{1.1, 2.2, 3.3, 4.4, 5.5}, []float64{1, 2, 3, 4, 5}, 1.1, 1.1, 1.1, 0.9375},
+		// 4 rounds cannot reach 90 %: the range, with no confidence.
+		{"too few", []float64{1, 2, 3, 4}, []float64{1, 1, 1, 1}, 2.5, 1, 4, 0},
+		{"zero base skipped", []float64{5, 1, 1, 1, 1, 1}, []float64{0, 1, 1, 1, 1, 1}, 1, 1, 1, 0.9375},
+	} {
+		iv := PairedRatio(tc.xs, tc.base, 0.9)
+		near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+		if !near(iv.Median, tc.med) || !near(iv.Lo, tc.lo) || !near(iv.Hi, tc.hi) || !near(iv.Conf, tc.c) {
+			t.Errorf("%s: got %+v, want median %v [%v, %v] at %v", tc.name, iv, tc.med, tc.lo, tc.hi, tc.c)
+		}
+	}
+}

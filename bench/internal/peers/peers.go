@@ -36,6 +36,8 @@ type Peers struct {
 	SqliteReason    string `json:"sqlite3_unavailable,omitempty"`
 	Cxx             string `json:"cxx,omitempty"`
 	CxxReason       string `json:"cxx_unavailable,omitempty"`
+	Valgrind        string `json:"valgrind,omitempty"`
+	ValgrindReason  string `json:"valgrind_unavailable,omitempty"`
 	Venv            string `json:"venv"`
 	VenvPython      string `json:"-"`
 }
@@ -44,6 +46,7 @@ type Peers struct {
 type Want struct {
 	Heaptrack bool // heaptrack from Debian
 	Native    bool // g++ and sqlite3 for the native workloads
+	Valgrind  bool // valgrind, to count instructions with callgrind
 }
 
 // Debian packages: the Python workloads need numpy, and venv and pip to
@@ -65,6 +68,9 @@ func Setup(root string, want Want, log func(string, ...any)) (*Peers, error) {
 	}
 	if want.Heaptrack {
 		pkgs = append(pkgs, "heaptrack")
+	}
+	if want.Valgrind {
+		pkgs = append(pkgs, "valgrind")
 	}
 	failed := map[string]string{}
 	if missing := MissingDebs(pkgs); len(missing) > 0 {
@@ -107,7 +113,10 @@ func Setup(root string, want Want, log func(string, ...any)) (*Peers, error) {
 		p.Sqlite, p.SqliteReason = version("sqlite3", failed, "sqlite3", "--version")
 		p.Cxx, p.CxxReason = version("g++", failed, "g++", "-dumpfullversion")
 	}
-	for _, r := range []string{p.MemrayReason, p.HeaptrackReason, p.SqliteReason, p.CxxReason} {
+	if want.Valgrind {
+		p.Valgrind, p.ValgrindReason = version("valgrind", failed, "valgrind", "--version")
+	}
+	for _, r := range []string{p.MemrayReason, p.HeaptrackReason, p.SqliteReason, p.CxxReason, p.ValgrindReason} {
 		if r != "" {
 			log("LOUD WARNING: %s", r)
 		}

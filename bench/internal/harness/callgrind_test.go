@@ -1,0 +1,62 @@
+package harness
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// sampleCallgrind is the head and tail of a real callgrind 3.19 output file.
+const sampleCallgrind = `# callgrind format
+version: 1
+creator: callgrind-3.19.0
+pid: 8256
+cmd:  ./malloc_pairs 128 200000 1
+part: 1
+
+desc: I1 cache: 
+desc: Timerange: Basic block 0 - 6850103
+desc: Trigger: Program termination
+
+positions: line
+events: Ir
+summary: 31003582
+
+ob=(1) /work/main/internal/launch/libheaplens.so
+fl=(1) /work/main/preload/heaplens.c
+fn=(1) malloc
+753 1399999
+cfn=(2) malloc
+calls=200000 0
+753 8200008
+
+totals: 31003582
+`
+
+func TestCallgrindTotals(t *testing.T) {
+	got, err := CallgrindTotals(strings.NewReader(sampleCallgrind))
+	if err != nil || got != 31003582 {
+		t.Errorf("CallgrindTotals = %d, %v; want 31003582", got, err)
+	}
+	// Without a totals line the summary line is used.
+	noTotals := strings.Replace(sampleCallgrind, "totals: 31003582", "", 1)
+	noTotals = strings.Replace(noTotals, "summary: 31003582", "summary: 42 7", 1)
+	if got, err := CallgrindTotals(strings.NewReader(noTotals)); err != nil || got != 42 {
+		t.Errorf("summary fallback = %d, %v; want 42", got, err)
+	}
+	if _, err := CallgrindTotals(strings.NewReader("events: Ir\n")); err == nil {
+		t.Error("no error for a file without totals")
+	}
+}
+
+// The file is also read from disk once, as the harness does.
+func TestCallgrindFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "callgrind.out")
+	if err := os.WriteFile(p, []byte(sampleCallgrind), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := CallgrindFile(p); err != nil || got != 31003582 {
+		t.Errorf("CallgrindFile = %d, %v", got, err)
+	}
+}
