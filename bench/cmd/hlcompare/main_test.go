@@ -249,3 +249,28 @@ func TestGoal(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandCallgrind: under callgrind, valgrind wraps the target only —
+// after heaplens' "--", so the agent is not counted — and its output file
+// is named.
+func TestCommandCallgrind(t *testing.T) {
+	b := &bench{tmp: "/tmp/x", heaplens: "/bin/heaplens"}
+	w := &workload{command: func(b *bench, args []string) []string { return append([]string{"/w"}, args...) }}
+	for _, tc := range []struct {
+		c    config
+		want string
+	}{
+		{config{callgrind: true}, "valgrind -q --tool=callgrind --callgrind-out-file=/tmp/x/cap-1.callgrind /w 7"},
+		{config{profiler: "heaplens", seed: 1, callgrind: true},
+			"/bin/heaplens run -q -o /tmp/x/cap-2.hlc --seed 1 -- valgrind -q --tool=callgrind --callgrind-out-file=/tmp/x/cap-2.callgrind /w 7"},
+		{config{profiler: "heaplens"}, "/bin/heaplens run -q -o /tmp/x/cap-3.hlc -- /w 7"},
+	} {
+		argv, _, cg := b.command(tc.c, w, []string{"7"})
+		if got := strings.Join(argv, " "); got != tc.want {
+			t.Errorf("command(%+v) = %q, want %q", tc.c, got, tc.want)
+		}
+		if (cg != "") != tc.c.callgrind || !strings.Contains(tc.want, cg) {
+			t.Errorf("command(%+v): callgrind file %q", tc.c, cg)
+		}
+	}
+}
