@@ -44,12 +44,15 @@ func (b *bench) instructions(w *workload) (*InstrResult, error) {
 		b.warn("no instruction counts: " + b.peers.ValgrindReason)
 		return nil, nil
 	}
-	cfgs := []config{
-		{Name: cfgBare.Name, callgrind: true},
-		{Name: cfgHeaplens.Name, profiler: "heaplens", seed: 1, callgrind: true},
-	}
+	cfgs := []config{cfgBare, cfgHeaplens}
 	if w.python {
-		cfgs = append(cfgs, config{Name: cfgNoPy.Name, profiler: "heaplens", noPython: true, seed: 1, callgrind: true})
+		cfgs = append(cfgs, cfgNoPy)
+	}
+	for i := range cfgs {
+		cfgs[i].callgrind = true
+		if cfgs[i].profiler == "heaplens" {
+			cfgs[i].seed = 1 // the same samples every run
+		}
 	}
 	logf("%s %s: instructions under callgrind", w.Name, strings.Join(w.Small, " "))
 	res := &InstrResult{Workload: w.Name, Args: w.Small}
