@@ -48,7 +48,8 @@ struct hl_ring_header {
 	uint32_t py_status;  /* HL_PY_* */
 	uint64_t py_eval;    /* address of _PyEval_EvalFrameDefault: its module is the interpreter */
 	uint64_t py_hooked;  /* 1 once the PyMem hooks are installed */
-	uint8_t pad3[1024 - 312];
+	uint64_t omp_guessed; /* OpenMP regions sent to a runtime found outside the caller's scope */
+	uint8_t pad3[1024 - 320];
 
 	char cmdline[2048]; /* /proc/self/cmdline: NUL-separated, possibly cut */
 	char exe[1024];     /* readlink(/proc/self/exe) */

@@ -15,7 +15,12 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -66,78 +71,160 @@ static void region_end(const struct region *r)
 
 /* ---- forwarding to the caller's libgomp ---- */
 
-#define FWD 16
-struct fwd {
-	uintptr_t ra; /* 0 free, 1 being filled */
-	void *fn;
-};
-
-/*
- * What the caller's reference would have bound to without heaplens: the
- * global scope after this library first, then the caller's own dependencies
- * (a wheel's bundled libgomp, loaded RTLD_LOCAL, is found only there).
- */
-static void *resolve(const char *name, void *self, const void *ra)
+/* An object's dependency scope: the first definition of name there. */
+static void *in_object(const char *name, const char *path)
 {
-	void *fn = dlsym(RTLD_NEXT, name);
-	Dl_info di;
-	if (!fn && dladdr(ra, &di) && di.dli_fname && di.dli_fname[0]) {
-		void *h = dlopen(di.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-		if (h) {
-			fn = dlsym(h, name); /* searches that object's dependency scope */
-			dlclose(h);
-		}
-	}
-	return fn == self ? NULL : fn;
-}
-
-/* The real entry point for this call site, cached by return address. */
-static void *forward(struct fwd *tab, const char *name, void *self, const void *ra)
-{
-	uintptr_t key = (uintptr_t)ra;
-	uint32_t h = (uint32_t)(key >> 2) * 0x9e3779b1u >> 28;
-	for (uint32_t k = 0; k < FWD; k++) {
-		struct fwd *e = &tab[(h + k) % FWD];
-		uintptr_t r = __atomic_load_n(&e->ra, __ATOMIC_ACQUIRE);
-		if (r == key)
-			return e->fn;
-		if (!r)
-			break;
-	}
-	tls.busy++;
-	void *fn = resolve(name, self, ra);
-	tls.busy--;
-	for (uint32_t k = 0; fn && k < FWD; k++) {
-		struct fwd *e = &tab[(h + k) % FWD];
-		uintptr_t z = 0;
-		if (__atomic_compare_exchange_n(&e->ra, &z, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-			e->fn = fn;
-			__atomic_store_n(&e->ra, key, __ATOMIC_RELEASE);
-			break;
-		}
+	void *fn = NULL, *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+	if (h) {
+		fn = dlsym(h, name);
+		dlclose(h);
 	}
 	return fn;
 }
 
-#define REAL(name, type)                                                                                  \
-	static struct fwd tab_[FWD];                                                                      \
-	type real_ = (type)forward(tab_, #name, (void *)(uintptr_t)name, __builtin_return_address(0))
+static void *in_scope_of(const char *name, const void *pc)
+{
+	Dl_info di;
+	if (!pc || !dladdr(pc, &di) || !di.dli_fname || !di.dli_fname[0])
+		return NULL;
+	return in_object(name, di.dli_fname);
+}
+
+/* Loaded objects' names, in load order, NUL-separated (those that fit). */
+struct names {
+	size_t used;
+	char buf[4096];
+};
+
+static int add_name(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct names *n = arg;
+	size_t len = strlen(info->dlpi_name) + 1;
+	if (len > 1 && n->used + len <= sizeof n->buf)
+		memcpy(n->buf + n->used, info->dlpi_name, len), n->used += len;
+	return 0;
+}
+
+/* The first loaded object whose scope defines name (dlopen is not called under dl_iterate_phdr's lock). */
+static void *anywhere(const char *name, const void *self)
+{
+	struct names n;
+	n.used = 0;
+	dl_iterate_phdr(add_name, &n);
+	for (size_t i = 0; i < n.used; i += strlen(n.buf + i) + 1) {
+		void *fn = in_object(name, n.buf + i);
+		if (fn && fn != self)
+			return fn;
+	}
+	return NULL;
+}
+
+/* Without heaplens the reference could not have bound: fail as the dynamic linker would have. */
+COLD static void no_runtime(const char *name, const void *pc)
+{
+	Dl_info di;
+	const char *obj = pc && dladdr(pc, &di) && di.dli_fname ? di.dli_fname : "?";
+	dprintf(2, "%s: symbol lookup error: %s: undefined symbol: %s\n", program_invocation_name, obj, name);
+	_exit(127);
+}
 
 /*
- * With no runtime to forward to (cannot happen for a program linked against
- * one), the region runs on the calling thread alone rather than crash.
+ * What the caller's reference would have bound to without heaplens: the
+ * global scope after this library first, then the calling object's own
+ * dependencies (a wheel's bundled libgomp, loaded RTLD_LOCAL, is found only
+ * there). The calling object is the one holding pc, the outlined function,
+ * not the return address: a function that ends in a region tail-calls
+ * GOMP_parallel, and the return address is then its caller's (libffi's,
+ * under ctypes), whose scope may have no libgomp. An object that uses a
+ * runtime without linking it binds in its dlopen root's scope, which no
+ * public interface shows: the return address's scope, then any object's,
+ * are guesses, and are counted.
  */
-#define RUN(call_real, call_wrapped)                        \
-	do {                                                \
-		struct region r_;                           \
-		if (!real_)                                 \
-			fn(data);                           \
-		else if (!region_begin(&r_, fn, data))      \
-			call_real;                          \
-		else {                                      \
-			call_wrapped;                       \
-			region_end(&r_);                    \
-		}                                           \
+static void *resolve(const char *name, const void *self, const void *pc, const void *ra, int *guessed)
+{
+	void *fn = dlsym(RTLD_NEXT, name);
+	if (!fn || fn == self)
+		fn = in_scope_of(name, pc);
+	*guessed = !fn || fn == self;
+	if (*guessed)
+		fn = in_scope_of(name, ra);
+	if (!fn || fn == self)
+		fn = anywhere(name, self);
+	if (!fn || fn == self)
+		no_runtime(name, pc);
+	return fn;
+}
+
+_Static_assert(offsetof(struct hl_ring_header, omp_guessed) == 312, "docs/ring-format.md");
+
+static void count_guess(void)
+{
+	struct hl_ring_header *h = ring_now();
+	if (h)
+		__atomic_fetch_add(&h->omp_guessed, 1, __ATOMIC_RELAXED);
+}
+
+/* Resolutions by calling object, keyed by an address in it (the outlined function). */
+#define FWD 64
+struct fwd {
+	uintptr_t key; /* 0 free, 1 being filled */
+	void *fn;
+	int guessed;
+};
+
+/*
+ * The real entry point for a region whose code is at pc (ra: the return
+ * address, a hint); count: this call starts a region, count it if guessed.
+ */
+static void *forward(struct fwd *tab, const char *name, const void *self, const void *pc, const void *ra, int count)
+{
+	uintptr_t key = (uintptr_t)pc;
+	uint32_t h = (uint32_t)(key >> 4) * 0x9e3779b1u >> 26;
+	for (uint32_t k = 0; key > 1 && k < FWD; k++) {
+		const struct fwd *e = &tab[(h + k) % FWD];
+		uintptr_t r = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
+		if (r == key) {
+			if (unlikely(e->guessed && count))
+				count_guess();
+			return e->fn;
+		}
+		if (!r)
+			break;
+	}
+	int guessed;
+	struct countdown c = pause_sampling();
+	void *fn = resolve(name, self, pc, ra, &guessed);
+	resume_sampling(c);
+	for (uint32_t k = 0; key > 1 && k < FWD; k++) {
+		struct fwd *e = &tab[(h + k) % FWD];
+		uintptr_t z = 0;
+		if (__atomic_compare_exchange_n(&e->key, &z, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			e->fn = fn, e->guessed = guessed;
+			__atomic_store_n(&e->key, key, __ATOMIC_RELEASE);
+			break;
+		}
+	}
+	if (guessed && count)
+		count_guess();
+	return fn;
+}
+
+#define SELF(name) ((const void *)(uintptr_t)name)
+#define REAL(name, type)          \
+	static struct fwd tab_[FWD]; \
+	type real_ = (type)forward(tab_, #name, SELF(name), SELF(fn), __builtin_return_address(0), 1)
+
+/* A region never runs on fewer threads than without heaplens: there is always a runtime to call. */
+#define RUN(call_real, call_wrapped)                   \
+	do {                                           \
+		struct region r_;                      \
+		if (!region_begin(&r_, fn, data))      \
+			call_real;                     \
+		else {                                 \
+			call_wrapped;                  \
+			region_end(&r_);               \
+		}                                      \
 	} while (0)
 
 typedef void (*parallel_t)(omp_fn, void *, unsigned, unsigned);
@@ -153,15 +240,10 @@ EXPORT unsigned GOMP_parallel_reductions(omp_fn fn, void *data, unsigned n, unsi
 {
 	REAL(GOMP_parallel_reductions, reductions_t);
 	struct region r_;
-	unsigned ret = 0;
-	if (!real_) {
-		fn(data);
-		return 1;
-	}
 	if (!region_begin(&r_, fn, data))
 		return real_(fn, data, n, flags);
 	r_.first = *(void **)data;
-	ret = real_(run_for, &r_, n, flags);
+	unsigned ret = real_(run_for, &r_, n, flags);
 	region_end(&r_);
 	return ret;
 }
@@ -205,63 +287,93 @@ EXPORT void GOMP_teams_reg(omp_fn fn, void *data, unsigned teams, unsigned limit
 }
 
 /*
- * The pre-4.9 pair: GOMP_parallel_start starts the team, the caller runs
- * fn(data) itself, then calls GOMP_parallel_end. The region must outlive
- * the start call, so it lives in a small per-thread stack.
+ * The pre-4.9 pairs: GOMP_parallel_start (or a _loop_*_start or
+ * _sections_start) starts the team, the caller runs fn(data) itself, then
+ * calls GOMP_parallel_end, which has no outlined function to resolve from
+ * and may be a tail call too: it goes to the runtime that started the
+ * region, remembered with the region in a small per-thread stack. Every
+ * start is wrapped, so that the stack pairs with the ends.
  */
 #define LEGACY 8
+typedef void (*end_t)(void);
 static _Thread_local struct {
 	struct region r[LEGACY];
+	end_t end[LEGACY];
 	int wrapped[LEGACY];
 	int depth;
 } legacy;
 
-static struct region *legacy_push(omp_fn fn, void *data)
+static struct fwd ends[FWD];
+EXPORT void GOMP_parallel_end(void);
+
+static struct region *legacy_push(omp_fn fn, void *data, const void *ra)
 {
+	end_t end = (end_t)forward(ends, "GOMP_parallel_end", SELF(GOMP_parallel_end), SELF(fn), ra, 0);
 	int d = legacy.depth++;
 	if (d >= LEGACY)
 		return NULL;
+	legacy.end[d] = end;
 	legacy.wrapped[d] = region_begin(&legacy.r[d], fn, data);
 	return legacy.wrapped[d] ? &legacy.r[d] : NULL;
 }
+
+#define START(call_real, call_wrapped)                                                  \
+	do {                                                                            \
+		struct region *r_ = legacy_push(fn, data, __builtin_return_address(0)); \
+		if (r_)                                                                 \
+			call_wrapped;                                                   \
+		else                                                                    \
+			call_real;                                                      \
+	} while (0)
 
 typedef void (*start_t)(omp_fn, void *, unsigned);
 EXPORT void GOMP_parallel_start(omp_fn fn, void *data, unsigned n)
 {
 	REAL(GOMP_parallel_start, start_t);
-	if (!real_)
-		return; /* the caller runs fn(data) itself */
-	struct region *r = legacy_push(fn, data);
-	if (r)
-		real_(run_for, r, n);
-	else
-		real_(fn, data, n);
+	START(real_(fn, data, n), real_(run_for, r_, n));
 }
 
 typedef void (*sections_start_t)(omp_fn, void *, unsigned, unsigned);
 EXPORT void GOMP_parallel_sections_start(omp_fn fn, void *data, unsigned n, unsigned count)
 {
 	REAL(GOMP_parallel_sections_start, sections_start_t);
-	if (!real_)
-		return;
-	struct region *r = legacy_push(fn, data);
-	if (r)
-		real_(run_for, r, n, count);
-	else
-		real_(fn, data, n, count);
+	START(real_(fn, data, n, count), real_(run_for, r_, n, count));
 }
 
-typedef void (*end_t)(void);
+typedef void (*loop_start_t)(omp_fn, void *, unsigned, long, long, long, long);
+#define LOOP_START(name)                                                                          \
+	EXPORT void name(omp_fn fn, void *data, unsigned n, long a, long b, long c, long chunk)     \
+	{                                                                                         \
+		REAL(name, loop_start_t);                                                         \
+		START(real_(fn, data, n, a, b, c, chunk), real_(run_for, r_, n, a, b, c, chunk)); \
+	}
+LOOP_START(GOMP_parallel_loop_static_start)
+LOOP_START(GOMP_parallel_loop_dynamic_start)
+LOOP_START(GOMP_parallel_loop_guided_start)
+
+typedef void (*loop_runtime_start_t)(omp_fn, void *, unsigned, long, long, long);
+EXPORT void GOMP_parallel_loop_runtime_start(omp_fn fn, void *data, unsigned n, long a, long b, long c)
+{
+	REAL(GOMP_parallel_loop_runtime_start, loop_runtime_start_t);
+	START(real_(fn, data, n, a, b, c), real_(run_for, r_, n, a, b, c));
+}
+
 EXPORT void GOMP_parallel_end(void)
 {
-	REAL(GOMP_parallel_end, end_t);
-	if (real_)
-		real_();
+	end_t end = NULL;
+	const struct region *r = NULL;
 	if (legacy.depth > 0) {
 		int d = --legacy.depth;
-		if (d < LEGACY && legacy.wrapped[d])
-			region_end(&legacy.r[d]);
+		if (d < LEGACY)
+			end = legacy.end[d], r = legacy.wrapped[d] ? &legacy.r[d] : NULL;
 	}
+	if (!end) { /* deeper than the stack: the return address's runtime (a guess if it is a tail call) */
+		const void *ra = __builtin_return_address(0);
+		end = (end_t)forward(ends, "GOMP_parallel_end", SELF(GOMP_parallel_end), ra, ra, 1);
+	}
+	end();
+	if (r)
+		region_end(r);
 }
 
 /* ---- OMPT (OpenMP 5.0 tool interface), for LLVM libomp and Intel libiomp5 ---- */

@@ -446,6 +446,10 @@ func (c *Collector) end(s *stream, replaced bool) error {
 	if cnt.Truncated > 0 {
 		c.warn("%d stacks of pid %d were cut at 4096 native frames", cnt.Truncated, s.hdr.PID)
 	}
+	if cnt.OMPGuessed > 0 {
+		c.warn("%d OpenMP regions of pid %d called a runtime that heaplens found outside the calling library's scope, "+
+			"which may not be the one it would have used (docs/pool-attribution.md)", cnt.OMPGuessed, s.hdr.PID)
+	}
 	if replaced {
 		e.Exec = true
 	} else if ws, ok := c.exits[s.hdr.PID]; ok {

@@ -68,6 +68,7 @@ const (
 	offPyStatus     = 292
 	offPyEval       = 296
 	offPyHooked     = 304
+	offOMPGuessed   = 312
 	offCmdline      = 1024
 	offExe          = 3072
 	maxCmdline      = 2048

@@ -36,6 +36,7 @@ type Counters struct {
 	Head, Tail                 uint64
 	DroppedAllocs, DroppedFree uint64
 	DroppedOther, Truncated    uint64
+	OMPGuessed                 uint64 // OpenMP regions sent to a runtime found outside the caller's scope
 }
 
 // Python is what the library found out about a Python interpreter in the process.
@@ -205,6 +206,7 @@ func (r *Ring) Counters() Counters {
 		DroppedFree:   atomic.LoadUint64(r.u64(offDroppedFree)),
 		DroppedOther:  atomic.LoadUint64(r.u64(offDroppedOther)),
 		Truncated:     atomic.LoadUint64(r.u64(offTruncated)),
+		OMPGuessed:    atomic.LoadUint64(r.u64(offOMPGuessed)),
 	}
 }
 
