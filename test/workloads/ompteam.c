@@ -75,6 +75,15 @@ VARIANTS(reductions, {
 	result = sum;
 })
 
+/* GOMP_teams_reg: host teams; its team is the number of teams */
+static void saw_teams(void)
+{
+	int n = omp_get_num_teams(), t = __atomic_load_n(&team, __ATOMIC_RELAXED);
+	while (t < n && !__atomic_compare_exchange_n(&team, &t, n, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+VARIANTS(teams, _Pragma("omp teams num_teams(4)") { saw_teams(), add(1); })
+
 /* GOMP_parallel_start / GOMP_parallel_end, by hand: in the tail variant the end is the tail call */
 static void legacy_body(void *data)
 {
@@ -85,4 +94,4 @@ VARIANTS(legacy, GOMP_parallel_start(legacy_body, 0, 0); legacy_body(0); GOMP_pa
 
 #define V(name) #name "_tail", #name "_call"
 const char *omp_variants[] = {V(parallel),     V(dynamic), V(guided),   V(runtime),    V(mono_dynamic), V(mono_guided),
-			      V(mono_runtime), V(static),  V(sections), V(reductions), V(legacy),       0};
+			      V(mono_runtime), V(static),  V(sections), V(reductions), V(teams),        V(legacy), 0};
