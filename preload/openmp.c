@@ -90,8 +90,9 @@ static void *in_scope_of(const char *name, const void *pc)
 	return in_object(name, di.dli_fname);
 }
 
-/* Loaded objects' names, in load order, NUL-separated (those that fit). */
+/* Loaded objects' names in load order, from the skip-th on, NUL-separated, as many as fit. */
 struct names {
+	unsigned skip, seen, next; /* next: the first object not in buf */
 	size_t used;
 	char buf[4096];
 };
@@ -100,24 +101,33 @@ static int add_name(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
 	struct names *n = arg;
+	if (n->seen++ < n->skip)
+		return 0;
 	size_t len = strlen(info->dlpi_name) + 1;
-	if (len > 1 && n->used + len <= sizeof n->buf)
+	if (n->used + len > sizeof n->buf)
+		return 1; /* the rest in the next batch */
+	if (len > 1)
 		memcpy(n->buf + n->used, info->dlpi_name, len), n->used += len;
+	n->next = n->seen;
 	return 0;
 }
 
 /* The first loaded object whose scope defines name (dlopen is not called under dl_iterate_phdr's lock). */
 static void *anywhere(const char *name, const void *self)
 {
-	struct names n;
-	n.used = 0;
-	dl_iterate_phdr(add_name, &n);
-	for (size_t i = 0; i < n.used; i += strlen(n.buf + i) + 1) {
-		void *fn = in_object(name, n.buf + i);
-		if (fn && fn != self)
-			return fn;
+	struct names n = {0};
+	for (;;) {
+		n.seen = 0, n.used = 0, n.next = n.skip;
+		dl_iterate_phdr(add_name, &n);
+		for (size_t i = 0; i < n.used; i += strlen(n.buf + i) + 1) {
+			void *fn = in_object(name, n.buf + i);
+			if (fn && fn != self)
+				return fn;
+		}
+		if (n.next >= n.seen) /* no object left */
+			return NULL;
+		n.skip = n.next > n.skip ? n.next : n.skip + 1; /* skips a name too long for buf */
 	}
-	return NULL;
 }
 
 /* Without heaplens the reference could not have bound: fail as the dynamic linker would have. */
