@@ -64,6 +64,7 @@ type stream struct {
 	py        *pyStream // nil when the process runs no Python
 	finalized bool      // the interpreter started shutting down: the program is done
 	late      uint64    // records after that, left out
+	corrupt   bool      // a record header could not be framed: nothing more is read
 }
 
 type module struct {
@@ -255,6 +256,9 @@ func (c *Collector) drain(s *stream) error {
 	if err := c.announce(s); err != nil {
 		return err
 	}
+	if s.corrupt {
+		return nil
+	}
 	var werr error
 	_, err := s.r.Drain(func(rec *ring.Record) {
 		if werr != nil {
@@ -289,7 +293,13 @@ func (c *Collector) drain(s *stream) error {
 	if werr != nil {
 		return fmt.Errorf("collect: %w", werr)
 	}
-	return err
+	if err != nil {
+		// The target is never stopped for this: its later records are dropped
+		// and counted by the library once the ring is full.
+		s.corrupt = true
+		return fmt.Errorf("collect: pid %d: %w; the rest of its ring is not read", s.hdr.PID, err)
+	}
+	return nil
 }
 
 // module notes a loaded module. Its Mapping record is written before the
@@ -445,6 +455,9 @@ func (c *Collector) end(s *stream, replaced bool) error {
 	}
 	if cnt.Truncated > 0 {
 		c.warn("%d stacks of pid %d were cut at 4096 native frames", cnt.Truncated, s.hdr.PID)
+	}
+	if s.r.Malformed > 0 {
+		c.warn("%d malformed ring records of pid %d were skipped", s.r.Malformed, s.hdr.PID)
 	}
 	if replaced {
 		e.Exec = true
