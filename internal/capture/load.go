@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"sync"
 )
 
 // Capture is a whole capture in memory, as Load returns it.
@@ -32,6 +33,12 @@ type Capture struct {
 	FreeOrder []int
 
 	stitched bool // Stitch ran
+
+	// Process's index, rebuilt when Processes grew; a mutex because the web
+	// UI computes views of one Capture concurrently.
+	mu       sync.Mutex
+	byStream map[uint32]*Process
+	indexed  int // len(Processes) when byStream was built
 
 	// Skipped counts records of unknown type (written by a newer heaplens).
 	Skipped int
@@ -167,12 +174,16 @@ func readAll(r io.Reader) (*Capture, error) {
 
 // Process returns the process of a stream, or nil.
 func (c *Capture) Process(stream uint32) *Process {
-	for _, p := range c.Processes {
-		if p.Stream == stream {
-			return p
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byStream == nil || c.indexed != len(c.Processes) {
+		c.indexed = len(c.Processes)
+		c.byStream = make(map[uint32]*Process, len(c.Processes))
+		for _, p := range slices.Backward(c.Processes) { // the first of duplicates wins, as in a scan
+			c.byStream[p.Stream] = p
 		}
 	}
-	return nil
+	return c.byStream[stream]
 }
 
 // Check lists dangling references: records that name a stream, mapping,
