@@ -10,7 +10,6 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"sync"
 )
 
 // Capture is a whole capture in memory, as Load returns it.
@@ -34,9 +33,9 @@ type Capture struct {
 
 	stitched bool // Stitch ran
 
-	// Process's index, rebuilt when Processes grew; a mutex because the web
-	// UI computes views of one Capture concurrently.
-	mu       sync.Mutex
+	// byStream indexes Processes for Process, built by readAll; read-only
+	// after that, as the web UI computes views of one Capture concurrently.
+	// A Capture built by hand, or whose Processes changed since, is scanned.
 	byStream map[uint32]*Process
 	indexed  int // len(Processes) when byStream was built
 
@@ -54,6 +53,7 @@ func NewCapture() *Capture {
 		Locations: make(map[uint64]*Location),
 		Stacks:    make(map[uint64]*Stack),
 		Ends:      make(map[uint32]*End),
+		byStream:  make(map[uint32]*Process),
 	}
 }
 
@@ -133,6 +133,8 @@ func readAll(r io.Reader) (*Capture, error) {
 			}
 			streams[rec.Process.Stream] = true
 			c.Processes = append(c.Processes, rec.Process)
+			c.byStream[rec.Process.Stream] = rec.Process
+			c.indexed++
 		case RecMapping:
 			if _, dup := c.Mappings[rec.Mapping.ID]; dup {
 				c.Duplicates++
@@ -174,16 +176,15 @@ func readAll(r io.Reader) (*Capture, error) {
 
 // Process returns the process of a stream, or nil.
 func (c *Capture) Process(stream uint32) *Process {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.byStream == nil || c.indexed != len(c.Processes) {
-		c.indexed = len(c.Processes)
-		c.byStream = make(map[uint32]*Process, len(c.Processes))
-		for _, p := range slices.Backward(c.Processes) { // the first of duplicates wins, as in a scan
-			c.byStream[p.Stream] = p
+	if c.byStream != nil && c.indexed == len(c.Processes) {
+		return c.byStream[stream]
+	}
+	for _, p := range c.Processes {
+		if p.Stream == stream {
+			return p
 		}
 	}
-	return c.byStream[stream]
+	return nil
 }
 
 // Check lists dangling references: records that name a stream, mapping,

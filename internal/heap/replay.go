@@ -170,10 +170,16 @@ func newReplayer(c *capture.Capture, opt Options) *replayer {
 	ev, streams := events(c, opt)
 	r := &replayer{c: c, w: newWeigher(c.Meta.Rate), ev: ev, streams: streams,
 		live: newLiveSet(), perStream: make([]float64, len(streams)), endedAt: make([]int32, len(streams))}
+	// A stream ends no earlier than its last record: an End without a time,
+	// or a damaged one, cannot take records away from it.
+	last := make([]int64, len(streams))
+	for _, e := range ev {
+		last[e.si] = max(last[e.si], e.time)
+	}
 	for si, s := range streams {
 		r.endedAt[si] = math.MaxInt32
 		if e := c.Ends[s]; e != nil {
-			r.ends = append(r.ends, streamEnd{e.TimeNano, uint32(si)})
+			r.ends = append(r.ends, streamEnd{max(e.TimeNano, last[si]), uint32(si)})
 		}
 	}
 	slices.SortStableFunc(r.ends, func(a, b streamEnd) int { return cmp.Compare(a.time, b.time) })
@@ -222,11 +228,8 @@ func (r *replayer) recordLifespans() {
 func (r *replayer) step() (freed int) {
 	k := r.next
 	e := r.ev[k]
-	r.endUntil(e.time)
+	r.endUntil(e.time - 1) // a stream's last records share its End's time
 	r.next++
-	if r.endedAt[e.si] != math.MaxInt32 {
-		return -1 // a record after its process's end: only a damaged capture has one
-	}
 	if e.rec < 0 {
 		i, ok := r.live.lookup(e.si, r.c.Frees[^e.rec].Addr)
 		if !ok {
