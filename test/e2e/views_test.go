@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"os"
@@ -361,5 +362,28 @@ func TestTreeEnds(t *testing.T) {
 				t.Errorf("hold_block in leaks: %.1f MiB, want both children's 100 MiB", got/mib)
 			}
 		})
+	}
+}
+
+// report -o naming the capture itself (by any path) is refused before
+// anything is written.
+func TestReportRefusesToOverwriteCapture(t *testing.T) {
+	capPath := profileBurst(t)
+	before, err := os.ReadFile(capPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "alias.hlc")
+	if err := os.Symlink(capPath, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{capPath, link} {
+		res := run(t, time.Minute, heaplensBin(t), "report", capPath, "--format", "json", "-o", out)
+		if res.code != 2 || !strings.Contains(res.stderr, "would overwrite the capture") {
+			t.Errorf("-o %s: exit %d, stderr %q", out, res.code, res.stderr)
+		}
+	}
+	if after, _ := os.ReadFile(capPath); !bytes.Equal(before, after) {
+		t.Errorf("the capture changed")
 	}
 }
