@@ -41,6 +41,8 @@ func full() []any {
 			DroppedAllocs: 12, DroppedFrees: 3, LostBytes: 4096},
 		&End{Stream: 4, Known: true, ExitCode: 2},
 		&RSS{Stream: 3, TimeNano: 99_000_003_000, Bytes: 1 << 33},
+		&Note{Stream: 3, Text: "pid 4242: 2 malformed ring records were skipped"},
+		&Note{Text: ""},
 	}
 }
 
@@ -69,6 +71,8 @@ func write(t testing.TB, w *Writer, r any) {
 		err = w.RSS(r)
 	case *Origin:
 		err = w.Origin(r)
+	case *Note:
+		err = w.Note(r)
 	default:
 		t.Fatalf("unknown record %T", r)
 	}
@@ -105,6 +109,8 @@ func recordValue(rec *Record) any {
 	case RecOrigin:
 		o := rec.Origin
 		return &o
+	case RecNote:
+		return rec.Note
 	}
 	return nil
 }

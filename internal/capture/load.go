@@ -24,6 +24,7 @@ type Capture struct {
 	Ends      map[uint32]*End // by stream
 	RSS       []RSS           // file order
 	Origins   []Origin        // file order; already stitched into Allocs' stacks (see stitch.go)
+	Notes     []*Note         // file order
 
 	// FreeOrder keeps the file order between Allocs and Frees, which the
 	// two slices alone lose: Frees[i] came after Allocs[:FreeOrder[i]] and
@@ -168,6 +169,8 @@ func readAll(r io.Reader) (*Capture, error) {
 			c.RSS = append(c.RSS, rec.RSS)
 		case RecOrigin:
 			c.Origins = append(c.Origins, rec.Origin)
+		case RecNote:
+			c.Notes = append(c.Notes, rec.Note)
 		}
 	}
 	c.Skipped = rd.Skipped()

@@ -91,6 +91,7 @@ type Record struct {
 	End      *End
 	RSS      RSS
 	Origin   Origin
+	Note     *Note
 }
 
 // A Reader reads records from a capture stream in file order.
@@ -256,6 +257,9 @@ func (r *Reader) decode(t RecordType, body []byte) (*Record, error) {
 		err = decodeRSS(body, &rec.RSS)
 	case RecOrigin:
 		err = decodeOrigin(body, &rec.Origin)
+	case RecNote:
+		rec.Note = new(Note)
+		err = decodeNote(body, rec.Note)
 	default:
 		return nil, nil
 	}

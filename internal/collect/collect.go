@@ -112,6 +112,8 @@ func (c *Collector) Live() map[uint32]int {
 // Warnings returns problems met while collecting (each once).
 func (c *Collector) Warnings() []string { return c.warnings }
 
+// warn notes a problem once, for the run's output and, as a Note record,
+// for every report of the capture.
 func (c *Collector) warn(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	for _, w := range c.warnings {
@@ -120,6 +122,7 @@ func (c *Collector) warn(format string, args ...any) {
 		}
 	}
 	c.warnings = append(c.warnings, msg)
+	c.w.Note(&capture.Note{Text: msg}) // a write error surfaces with the next record
 }
 
 // Await says that the agent waits for pid itself: its last stream stays open

@@ -173,9 +173,7 @@ func BuildDoc(c *capture.Capture, p *heap.Profile, opt DocOptions) *Doc {
 		}
 		d.Processes = append(d.Processes, dp)
 	}
-	if n := skewNote(p); n != "" {
-		d.Notes = append(d.Notes, n)
-	}
+	d.Notes = append(append(d.Notes, captureNotes(c, p)...), skewNotes(p)...)
 	if n := poolNote(c, p); n != "" {
 		d.Notes = append(d.Notes, n)
 	}
