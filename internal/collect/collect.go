@@ -138,6 +138,17 @@ func (c *Collector) SetExit(pid int, ws syscall.WaitStatus) {
 // Poll discovers new rings and drains every ring. With final set, it drains
 // rings whose process has not finished start-up too, and ends every stream.
 func (c *Collector) Poll(final bool) error {
+	// A stream ends when its process was dead before this poll looked for
+	// rings: an exec'd image always creates its ring before it can die, so
+	// a process that exec'd and whose new image already exited is then
+	// seen as replaced, not as dead without an explanation. A stream found
+	// by this poll is ended by the next one at the earliest.
+	wasAlive := make(map[*stream]bool, len(c.order))
+	for _, s := range c.order {
+		if !s.ended {
+			wasAlive[s] = c.awaited[s.hdr.PID] || processAlive(s.hdr.PID)
+		}
+	}
 	if err := c.discover(); err != nil {
 		return err
 	}
@@ -150,7 +161,10 @@ func (c *Collector) Poll(final bool) error {
 		if s.ended {
 			continue
 		}
-		alive := c.awaited[s.hdr.PID] || processAlive(s.hdr.PID)
+		alive, known := wasAlive[s]
+		if !known {
+			alive = c.awaited[s.hdr.PID] || processAlive(s.hdr.PID)
+		}
 		if !final && alive && !s.r.InitDone() {
 			continue // wait for the module list, so early samples symbolize
 		}
@@ -158,7 +172,7 @@ func (c *Collector) Poll(final bool) error {
 			c.warn("%v", err)
 		}
 		replaced := s.hdr.StartMonoNano < newest[s.hdr.PID]
-		if final || !alive || replaced {
+		if final || (known && !alive) || replaced {
 			if err := c.end(s, replaced); err != nil {
 				return err
 			}
