@@ -42,6 +42,8 @@ type Capture struct {
 
 	// Skipped counts records of unknown type (written by a newer heaplens).
 	Skipped int
+	// Shortened counts names cut to MaxName bytes.
+	Shortened int
 	// Duplicates counts records ignored because an earlier record had the
 	// same ID (Meta: any second Meta; Process and End: same Stream).
 	Duplicates int
@@ -112,11 +114,11 @@ func readAll(r io.Reader) (*Capture, error) {
 			break
 		}
 		if err != nil {
-			c.Skipped = rd.Skipped()
+			c.Skipped, c.Shortened = rd.Skipped(), rd.Shortened()
 			return c, err
 		}
 		if (rec.Type == RecAlloc || rec.Type == RecFree) && len(c.Allocs)+len(c.Frees) >= MaxEvents {
-			c.Skipped = rd.Skipped()
+			c.Skipped, c.Shortened = rd.Skipped(), rd.Shortened()
 			return c, fmt.Errorf("capture holds more than %d allocations and frees, more than heaplens can replay; record it with a larger --rate", MaxEvents)
 		}
 		switch rec.Type {
@@ -173,7 +175,7 @@ func readAll(r io.Reader) (*Capture, error) {
 			c.Notes = append(c.Notes, rec.Note)
 		}
 	}
-	c.Skipped = rd.Skipped()
+	c.Skipped, c.Shortened = rd.Skipped(), rd.Shortened()
 	return c, nil
 }
 
