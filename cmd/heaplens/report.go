@@ -98,6 +98,10 @@ func reportCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "heaplens report: --format html needs -o FILE.html")
 		return 2
 	}
+	if *out != "" && same(*out, pos[0]) {
+		fmt.Fprintf(stderr, "heaplens report: -o %s would overwrite the capture being read\n", *out)
+		return 2
+	}
 	c, corrupt, ok := loadCapture(pos[0], "report", stderr)
 	if !ok {
 		return 1
@@ -205,4 +209,11 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// same reports whether paths a and b name one existing file.
+func same(a, b string) bool {
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
 }

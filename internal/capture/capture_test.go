@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -41,6 +42,8 @@ func full() []any {
 			DroppedAllocs: 12, DroppedFrees: 3, LostBytes: 4096},
 		&End{Stream: 4, Known: true, ExitCode: 2},
 		&RSS{Stream: 3, TimeNano: 99_000_003_000, Bytes: 1 << 33},
+		&Note{Stream: 3, Text: "pid 4242: 2 malformed ring records were skipped"},
+		&Note{Text: ""},
 	}
 }
 
@@ -69,6 +72,8 @@ func write(t testing.TB, w *Writer, r any) {
 		err = w.RSS(r)
 	case *Origin:
 		err = w.Origin(r)
+	case *Note:
+		err = w.Note(r)
 	default:
 		t.Fatalf("unknown record %T", r)
 	}
@@ -105,6 +110,8 @@ func recordValue(rec *Record) any {
 	case RecOrigin:
 		o := rec.Origin
 		return &o
+	case RecNote:
+		return rec.Note
 	}
 	return nil
 }
@@ -481,8 +488,37 @@ func TestWriterChunkOverWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Allocs) != 2 || c.Locations[1] == nil || c.Locations[1].Lines[0].Function != name {
+	if len(c.Allocs) != 2 || c.Locations[1] == nil || !strings.HasPrefix(c.Locations[1].Lines[0].Function, name[:MaxName]) {
 		t.Fatalf("read back %d allocs and location %v", len(c.Allocs), c.Locations[1] != nil)
+	}
+}
+
+// Names past MaxName are cut at a character boundary, marked and counted,
+// so that a report's size cannot be the product of its stacks and one
+// capture-supplied name.
+func TestReaderShortensLongNames(t *testing.T) {
+	long := strings.Repeat("é", MaxName) // 2 bytes each: the cut falls inside one at odd offsets
+	var buf bytes.Buffer
+	w, _ := NewWriter(&buf)
+	write(t, w, &Mapping{ID: 1, Stream: 1, File: "/lib/" + long})
+	write(t, w, &Location{ID: 1, MappingID: 1, Lines: []Line{{Function: "f" + long, File: "short.c", Line: 1}}})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ReadAll(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Shortened != 2 {
+		t.Errorf("Shortened = %d, want 2", c.Shortened)
+	}
+	for _, s := range []string{c.Mappings[1].File, c.Locations[1].Lines[0].Function} {
+		if len(s) > MaxName+32 || !utf8.ValidString(s) || !strings.HasSuffix(s, " bytes cut]") {
+			t.Errorf("%d bytes, valid UTF-8 %v, ends %q", len(s), utf8.ValidString(s), s[len(s)-20:])
+		}
+	}
+	if f := c.Locations[1].Lines[0].File; f != "short.c" {
+		t.Errorf("a short name changed: %q", f)
 	}
 }
 

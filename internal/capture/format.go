@@ -52,12 +52,13 @@ const (
 	RecEnd      RecordType = 8
 	RecRSS      RecordType = 9
 	RecOrigin   RecordType = 10
+	RecNote     RecordType = 11
 )
 
 var recordNames = map[RecordType]string{
 	RecMeta: "Meta", RecProcess: "Process", RecMapping: "Mapping",
 	RecLocation: "Location", RecStack: "Stack", RecAlloc: "Alloc",
-	RecFree: "Free", RecEnd: "End", RecRSS: "RSS", RecOrigin: "Origin",
+	RecFree: "Free", RecEnd: "End", RecRSS: "RSS", RecOrigin: "Origin", RecNote: "Note",
 }
 
 // String returns the record type's name, or "type(N)" for unknown types.
@@ -172,6 +173,11 @@ func appendOrigin(b []byte, o *Origin) []byte {
 	b = binary.AppendUvarint(b, uint64(o.TID))
 	b = binary.AppendVarint(b, o.TimeNano)
 	return binary.AppendUvarint(b, o.StackID)
+}
+
+func appendNote(b []byte, n *Note) []byte {
+	b = binary.AppendUvarint(b, uint64(n.Stream))
+	return appendString(b, n.Text)
 }
 
 func appendFree(b []byte, f *Free) []byte {
@@ -457,6 +463,13 @@ func decodeEnd(b []byte, e *End) error {
 	e.DroppedAllocs = d.uvarint()
 	e.DroppedFrees = d.uvarint()
 	e.LostBytes = d.uvarint()
+	return d.err
+}
+
+func decodeNote(b []byte, n *Note) error {
+	d := decoder{b: b}
+	n.Stream = d.u32()
+	n.Text = d.string()
 	return d.err
 }
 

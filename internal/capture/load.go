@@ -24,6 +24,7 @@ type Capture struct {
 	Ends      map[uint32]*End // by stream
 	RSS       []RSS           // file order
 	Origins   []Origin        // file order; already stitched into Allocs' stacks (see stitch.go)
+	Notes     []*Note         // file order
 
 	// FreeOrder keeps the file order between Allocs and Frees, which the
 	// two slices alone lose: Frees[i] came after Allocs[:FreeOrder[i]] and
@@ -33,8 +34,16 @@ type Capture struct {
 
 	stitched bool // Stitch ran
 
+	// byStream indexes Processes for Process, built by readAll; read-only
+	// after that, as the web UI computes views of one Capture concurrently.
+	// A Capture built by hand, or whose Processes changed since, is scanned.
+	byStream map[uint32]*Process
+	indexed  int // len(Processes) when byStream was built
+
 	// Skipped counts records of unknown type (written by a newer heaplens).
 	Skipped int
+	// Shortened counts names cut to MaxName bytes.
+	Shortened int
 	// Duplicates counts records ignored because an earlier record had the
 	// same ID (Meta: any second Meta; Process and End: same Stream).
 	Duplicates int
@@ -47,6 +56,7 @@ func NewCapture() *Capture {
 		Locations: make(map[uint64]*Location),
 		Stacks:    make(map[uint64]*Stack),
 		Ends:      make(map[uint32]*End),
+		byStream:  make(map[uint32]*Process),
 	}
 }
 
@@ -104,11 +114,11 @@ func readAll(r io.Reader) (*Capture, error) {
 			break
 		}
 		if err != nil {
-			c.Skipped = rd.Skipped()
+			c.Skipped, c.Shortened = rd.Skipped(), rd.Shortened()
 			return c, err
 		}
 		if (rec.Type == RecAlloc || rec.Type == RecFree) && len(c.Allocs)+len(c.Frees) >= MaxEvents {
-			c.Skipped = rd.Skipped()
+			c.Skipped, c.Shortened = rd.Skipped(), rd.Shortened()
 			return c, fmt.Errorf("capture holds more than %d allocations and frees, more than heaplens can replay; record it with a larger --rate", MaxEvents)
 		}
 		switch rec.Type {
@@ -126,6 +136,8 @@ func readAll(r io.Reader) (*Capture, error) {
 			}
 			streams[rec.Process.Stream] = true
 			c.Processes = append(c.Processes, rec.Process)
+			c.byStream[rec.Process.Stream] = rec.Process
+			c.indexed++
 		case RecMapping:
 			if _, dup := c.Mappings[rec.Mapping.ID]; dup {
 				c.Duplicates++
@@ -159,14 +171,19 @@ func readAll(r io.Reader) (*Capture, error) {
 			c.RSS = append(c.RSS, rec.RSS)
 		case RecOrigin:
 			c.Origins = append(c.Origins, rec.Origin)
+		case RecNote:
+			c.Notes = append(c.Notes, rec.Note)
 		}
 	}
-	c.Skipped = rd.Skipped()
+	c.Skipped, c.Shortened = rd.Skipped(), rd.Shortened()
 	return c, nil
 }
 
 // Process returns the process of a stream, or nil.
 func (c *Capture) Process(stream uint32) *Process {
+	if c.byStream != nil && c.indexed == len(c.Processes) {
+		return c.byStream[stream]
+	}
 	for _, p := range c.Processes {
 		if p.Stream == stream {
 			return p

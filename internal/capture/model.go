@@ -147,6 +147,13 @@ type RSS struct {
 	Bytes    uint64 // resident bytes
 }
 
+// Note is something the agent met while collecting that a reader should
+// be told (a process that ran unprofiled, malformed ring records, …).
+type Note struct {
+	Stream uint32 // the stream it concerns; 0 = the run as a whole
+	Text   string
+}
+
 // Hooked function identifiers, as in preload/heaplens_ring.h.
 const (
 	FuncMalloc uint8 = iota + 1

@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -91,6 +92,7 @@ type Record struct {
 	End      *End
 	RSS      RSS
 	Origin   Origin
+	Note     *Note
 }
 
 // A Reader reads records from a capture stream in file order.
@@ -102,6 +104,7 @@ type Reader struct {
 	chunk      int   // index of the chunk in payload (or next to read)
 	chunkOff   int64 // file offset of the chunk in payload
 	chunksRead int   // chunks completely decoded
+	shortened  int   // names cut to MaxName
 	inChunk    bool  // payload holds a chunk whose records are being read
 
 	comp    []byte // compressed payload, reused
@@ -223,6 +226,28 @@ func (r *Reader) split() (RecordType, []byte, error) {
 	return t, r.payload[p:r.pos], nil
 }
 
+// MaxName bounds the function, source file and module names a reader keeps:
+// they are repeated in every stack a report prints, so a capture must not
+// make a report's size the product of its stacks and its longest name.
+// The longest real names (C++ template instances) stay far below it.
+const MaxName = 16 << 10
+
+// shorten cuts *s to MaxName bytes at a character boundary, marking the cut.
+func (r *Reader) shorten(s *string) {
+	if len(*s) <= MaxName {
+		return
+	}
+	cut := MaxName
+	for cut > 0 && !utf8.RuneStart((*s)[cut]) {
+		cut--
+	}
+	*s = (*s)[:cut] + fmt.Sprintf("…[%d bytes cut]", len(*s)-cut)
+	r.shortened++
+}
+
+// Shortened returns how many names longer than MaxName were cut.
+func (r *Reader) Shortened() int { return r.shortened }
+
 // decode decodes a known record into r.rec. It returns nil, nil for an
 // unknown type, which the caller skips.
 func (r *Reader) decode(t RecordType, body []byte) (*Record, error) {
@@ -239,9 +264,14 @@ func (r *Reader) decode(t RecordType, body []byte) (*Record, error) {
 	case RecMapping:
 		rec.Mapping = new(Mapping)
 		err = decodeMapping(body, rec.Mapping)
+		r.shorten(&rec.Mapping.File)
 	case RecLocation:
 		rec.Location = new(Location)
 		err = decodeLocation(body, rec.Location)
+		for i := range rec.Location.Lines {
+			r.shorten(&rec.Location.Lines[i].Function)
+			r.shorten(&rec.Location.Lines[i].File)
+		}
 	case RecStack:
 		rec.Stack = new(Stack)
 		err = decodeStack(body, rec.Stack)
@@ -256,6 +286,9 @@ func (r *Reader) decode(t RecordType, body []byte) (*Record, error) {
 		err = decodeRSS(body, &rec.RSS)
 	case RecOrigin:
 		err = decodeOrigin(body, &rec.Origin)
+	case RecNote:
+		rec.Note = new(Note)
+		err = decodeNote(body, rec.Note)
 	default:
 		return nil, nil
 	}

@@ -192,6 +192,15 @@ func (w *Writer) RSS(r *RSS) error {
 	return w.record(RecRSS)
 }
 
+// Note writes something a reader should be told.
+func (w *Writer) Note(n *Note) error {
+	if w.err != nil {
+		return w.err
+	}
+	w.scratch = appendNote(w.scratch[:0], n)
+	return w.record(RecNote)
+}
+
 // Origin writes the stack of a thread that had work done by a pool.
 func (w *Writer) Origin(o *Origin) error {
 	if w.err != nil {

@@ -64,6 +64,7 @@ type stream struct {
 	py        *pyStream // nil when the process runs no Python
 	finalized bool      // the interpreter started shutting down: the program is done
 	late      uint64    // records after that, left out
+	corrupt   bool      // a record header could not be framed: nothing more is read
 }
 
 type module struct {
@@ -111,6 +112,8 @@ func (c *Collector) Live() map[uint32]int {
 // Warnings returns problems met while collecting (each once).
 func (c *Collector) Warnings() []string { return c.warnings }
 
+// warn notes a problem once, for the run's output and, as a Note record,
+// for every report of the capture.
 func (c *Collector) warn(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	for _, w := range c.warnings {
@@ -119,6 +122,7 @@ func (c *Collector) warn(format string, args ...any) {
 		}
 	}
 	c.warnings = append(c.warnings, msg)
+	c.w.Note(&capture.Note{Text: msg}) // a write error surfaces with the next record
 }
 
 // Await says that the agent waits for pid itself: its last stream stays open
@@ -134,6 +138,17 @@ func (c *Collector) SetExit(pid int, ws syscall.WaitStatus) {
 // Poll discovers new rings and drains every ring. With final set, it drains
 // rings whose process has not finished start-up too, and ends every stream.
 func (c *Collector) Poll(final bool) error {
+	// A stream ends when its process was dead before this poll looked for
+	// rings: an exec'd image always creates its ring before it can die, so
+	// a process that exec'd and whose new image already exited is then
+	// seen as replaced, not as dead without an explanation. A stream found
+	// by this poll is ended by the next one at the earliest.
+	wasAlive := make(map[*stream]bool, len(c.order))
+	for _, s := range c.order {
+		if !s.ended {
+			wasAlive[s] = c.awaited[s.hdr.PID] || processAlive(s.hdr.PID)
+		}
+	}
 	if err := c.discover(); err != nil {
 		return err
 	}
@@ -146,7 +161,10 @@ func (c *Collector) Poll(final bool) error {
 		if s.ended {
 			continue
 		}
-		alive := c.awaited[s.hdr.PID] || processAlive(s.hdr.PID)
+		alive, known := wasAlive[s]
+		if !known {
+			alive = c.awaited[s.hdr.PID] || processAlive(s.hdr.PID)
+		}
 		if !final && alive && !s.r.InitDone() {
 			continue // wait for the module list, so early samples symbolize
 		}
@@ -154,7 +172,7 @@ func (c *Collector) Poll(final bool) error {
 			c.warn("%v", err)
 		}
 		replaced := s.hdr.StartMonoNano < newest[s.hdr.PID]
-		if final || !alive || replaced {
+		if final || (known && !alive) || replaced {
 			if err := c.end(s, replaced); err != nil {
 				return err
 			}
@@ -255,6 +273,9 @@ func (c *Collector) drain(s *stream) error {
 	if err := c.announce(s); err != nil {
 		return err
 	}
+	if s.corrupt {
+		return nil
+	}
 	var werr error
 	_, err := s.r.Drain(func(rec *ring.Record) {
 		if werr != nil {
@@ -289,7 +310,13 @@ func (c *Collector) drain(s *stream) error {
 	if werr != nil {
 		return fmt.Errorf("collect: %w", werr)
 	}
-	return err
+	if err != nil {
+		// The target is never stopped for this: its later records are dropped
+		// and counted by the library once the ring is full.
+		s.corrupt = true
+		return fmt.Errorf("collect: pid %d: %w; the rest of its ring is not read", s.hdr.PID, err)
+	}
+	return nil
 }
 
 // module notes a loaded module. Its Mapping record is written before the
@@ -449,6 +476,9 @@ func (c *Collector) end(s *stream, replaced bool) error {
 	if cnt.OMPGuessed > 0 {
 		c.warn("%d OpenMP regions of pid %d called a runtime that heaplens found outside the calling library's scope, "+
 			"which may not be the one it would have used (docs/pool-attribution.md)", cnt.OMPGuessed, s.hdr.PID)
+	}
+	if s.r.Malformed > 0 {
+		c.warn("%d malformed ring records of pid %d were skipped", s.r.Malformed, s.hdr.PID)
 	}
 	if replaced {
 		e.Exec = true

@@ -140,7 +140,8 @@ processes: 2
   [100 app] stream 1, exited 0; dropped: 0
   [101 worker;x] stream 2, killed by signal 9; dropped: 2 alloc records, 1 free records, 64 lost ring bytes
 total:     5.9 KiB (6058 bytes), 5 objects, 5 samples
-note:      records were dropped; estimates may be low
+note:      2 allocation records dropped: estimates are low
+note:      64 ring bytes lost mid-record: estimates may be low, or high where a free was lost
 
 top 2 of 4 stacks by estimated bytes:
 
@@ -179,7 +180,10 @@ rate:      1 B (every allocation sampled)
 processes: 1
   [101 worker;x] stream 2, killed by signal 9; dropped: 2 alloc records, 1 free records, 64 lost ring bytes
 total:     2.0 KiB (2048 bytes), 2 objects, 2 samples
-note:      records were dropped, 1 frees matched no sampled allocation; leaks may be over-reported (a lost free looks like a leak)
+note:      2 allocation records dropped: estimates are low
+note:      1 free records dropped: freed blocks count as live, leaks may be high
+note:      64 ring bytes lost mid-record: estimates may be low, or high where a free was lost
+note:      1 frees matched no sampled allocation (dropped, or made before profiling): ignored
 
 top 2 of 2 stacks by estimated bytes:
 

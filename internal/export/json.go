@@ -53,6 +53,7 @@ type DocProcess struct {
 	Status  string    `json:"status"`
 	Drops   *DocDrops `json:"drops"`
 	Peak    *DocPoint `json:"peak,omitempty"`
+	End     *float64  `json:"end,omitempty"` // when it ended, seconds since the start
 }
 
 // DocDrops counts lost records.
@@ -166,11 +167,13 @@ func BuildDoc(c *capture.Capture, p *heap.Profile, opt DocOptions) *Doc {
 		if pk, ok := peaks[pr.Stream]; ok {
 			dp.Peak = &DocPoint{secs(pk.T), int64(math.Round(pk.Bytes))}
 		}
+		if e := c.Ends[pr.Stream]; e != nil {
+			end := secs(e.TimeNano)
+			dp.End = &end
+		}
 		d.Processes = append(d.Processes, dp)
 	}
-	if n := skewNote(p); n != "" {
-		d.Notes = append(d.Notes, n)
-	}
+	d.Notes = append(append(d.Notes, captureNotes(c, p)...), skewNotes(p)...)
 	if n := poolNote(c, p); n != "" {
 		d.Notes = append(d.Notes, n)
 	}

@@ -34,3 +34,28 @@ func TestSummaryNothingSampled(t *testing.T) {
 		}
 	}
 }
+
+// Each kind of loss is named with the direction it biases the view.
+func TestSkewNotesDirection(t *testing.T) {
+	drops := map[uint32]heap.DropStats{1: {DroppedFrees: 3}}
+	tests := []struct {
+		view string
+		want string // "" = no note
+	}{
+		{"allocs", ""},
+		{"leaks", "leaks may be high"},
+		{"live", "live may be high"},
+		{"peak", "peak may be high"},
+		{"temporary", "temporary may be low"},
+	}
+	for _, tt := range tests {
+		got := strings.Join(skewNotes(&heap.Profile{View: tt.view, Drops: drops}), "|")
+		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+			t.Errorf("%s with dropped frees: %q, want %q", tt.view, got, tt.want)
+		}
+		got = strings.Join(skewNotes(&heap.Profile{View: tt.view, Drops: map[uint32]heap.DropStats{1: {DroppedAllocs: 2}}}), "|")
+		if got != "2 allocation records dropped: estimates are low" {
+			t.Errorf("%s with dropped allocations: %q", tt.view, got)
+		}
+	}
+}

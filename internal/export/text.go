@@ -79,7 +79,7 @@ func writeTextHeader(w io.Writer, c *capture.Capture, p *heap.Profile) {
 	}
 	fmt.Fprintf(w, "total:     %s (%.0f bytes), %.0f objects, %d samples\n",
 		size.Human(p.TotalBytes), p.TotalBytes, p.TotalObjects, p.RawSamples())
-	if n := skewNote(p); n != "" {
+	for _, n := range append(captureNotes(c, p), skewNotes(p)...) {
 		fmt.Fprintf(w, "note:      %s\n", n)
 	}
 	if n := poolNote(c, p); n != "" {
@@ -114,24 +114,65 @@ func dropped(p *heap.Profile, stream uint32) string {
 		d.DroppedAllocs, d.DroppedFrees, d.LostBytes)
 }
 
-// skewNote explains how lost records bias the view, or returns "".
-func skewNote(p *heap.Profile) string {
+// captureNotes returns what the agent noted while collecting and why
+// Python frames are missing, for the covered processes: the same notes the
+// run's summary printed.
+func captureNotes(c *capture.Capture, p *heap.Profile) []string {
+	var out []string
+	for _, n := range c.Notes {
+		if n.Stream == 0 || p.Covers(n.Stream) {
+			out = append(out, n.Text)
+		}
+	}
+	if c.Shortened > 0 {
+		out = append(out, fmt.Sprintf("%d names longer than %d KiB were cut short", c.Shortened, capture.MaxName>>10))
+	}
+	for _, pr := range c.Processes {
+		if pr.PythonNote != "" && p.Covers(pr.Stream) {
+			out = append(out, fmt.Sprintf("pid %d: %s", pr.PID, pr.PythonNote))
+		}
+	}
+	return out
+}
+
+// skewNotes says what each kind of lost record does to this view, and in
+// which direction, one note per kind.
+//
+// A dropped allocation record loses a sample: every view is low by it.
+// A dropped free record leaves a freed block live: leaks, live and peak
+// are high by it, temporary is low (the block never looks short-lived),
+// allocs is unaffected. Lost ring bytes are records whose kind is unknown.
+// An allocation at a live address means the free before it was lost: the
+// older block counted as live until then. A free that matches no sample
+// is a consequence of a dropped (or pre-profiling) allocation: ignored.
+func skewNotes(p *heap.Profile) []string {
+	var sum heap.DropStats
+	for _, d := range p.Drops {
+		sum.DroppedAllocs += d.DroppedAllocs
+		sum.DroppedFrees += d.DroppedFrees
+		sum.LostBytes += d.LostBytes
+	}
+	freedHigh := p.View == "leaks" || p.View == "live" || p.View == "peak"
 	var why []string
-	if p.Dropped() {
-		why = append(why, "records were dropped")
+	if sum.DroppedAllocs > 0 {
+		why = append(why, fmt.Sprintf("%d allocation records dropped: estimates are low", sum.DroppedAllocs))
+	}
+	if sum.DroppedFrees > 0 {
+		switch {
+		case freedHigh:
+			why = append(why, fmt.Sprintf("%d free records dropped: freed blocks count as live, %s may be high", sum.DroppedFrees, p.View))
+		case p.View == "temporary":
+			why = append(why, fmt.Sprintf("%d free records dropped: temporary may be low", sum.DroppedFrees))
+		}
+	}
+	if sum.LostBytes > 0 {
+		why = append(why, fmt.Sprintf("%d ring bytes lost mid-record: estimates may be low, or high where a free was lost", sum.LostBytes))
+	}
+	if p.LostFrees > 0 && freedHigh {
+		why = append(why, fmt.Sprintf("%d allocations reused a live address: a lost free kept the older block live until then", p.LostFrees))
 	}
 	if p.UnmatchedFrees > 0 {
-		why = append(why, fmt.Sprintf("%d frees matched no sampled allocation", p.UnmatchedFrees))
+		why = append(why, fmt.Sprintf("%d frees matched no sampled allocation (dropped, or made before profiling): ignored", p.UnmatchedFrees))
 	}
-	if p.LostFrees > 0 {
-		why = append(why, fmt.Sprintf("%d allocations reused a live address", p.LostFrees))
-	}
-	if len(why) == 0 {
-		return ""
-	}
-	effect := "estimates may be low"
-	if p.View == "leaks" {
-		effect = "leaks may be over-reported (a lost free looks like a leak)"
-	}
-	return strings.Join(why, ", ") + "; " + effect
+	return why
 }

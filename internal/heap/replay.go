@@ -134,6 +134,17 @@ type replayer struct {
 	unmatched int
 	lost      int
 
+	// A process's blocks stop counting toward the heap when it ends (exit,
+	// exec, death): ends lists the covered streams' End times in time
+	// order, applied before the first event after them; endedAt[si] is
+	// the number of events applied when stream si ended (math.MaxInt32
+	// while it runs). The live set keeps the blocks, so that leaks still
+	// shows them as live at exit.
+	ends    []streamEnd
+	nextEnd int
+	endedAt []int32
+	onEnd   func(time int64, si uint32, total float64) // the timeline's hook, if any
+
 	// life, if not nil, records the lifespan of each allocation (by index
 	// in Capture.Allocs), so that the live set after any number of events
 	// can be listed after the replay without replaying again.
@@ -149,10 +160,59 @@ type lifespan struct {
 	born, died int32
 }
 
+// streamEnd is the moment a covered stream's process ended.
+type streamEnd struct {
+	time int64
+	si   uint32
+}
+
 func newReplayer(c *capture.Capture, opt Options) *replayer {
 	ev, streams := events(c, opt)
-	return &replayer{c: c, w: newWeigher(c.Meta.Rate), ev: ev, streams: streams,
-		live: newLiveSet(), perStream: make([]float64, len(streams))}
+	r := &replayer{c: c, w: newWeigher(c.Meta.Rate), ev: ev, streams: streams,
+		live: newLiveSet(), perStream: make([]float64, len(streams)), endedAt: make([]int32, len(streams))}
+	// A stream ends no earlier than its last record: an End without a time,
+	// or a damaged one, cannot take records away from it.
+	last := make([]int64, len(streams))
+	for _, e := range ev {
+		last[e.si] = max(last[e.si], e.time)
+	}
+	for si, s := range streams {
+		r.endedAt[si] = math.MaxInt32
+		if e := c.Ends[s]; e != nil {
+			r.ends = append(r.ends, streamEnd{max(e.TimeNano, last[si]), uint32(si)})
+		}
+	}
+	slices.SortStableFunc(r.ends, func(a, b streamEnd) int { return cmp.Compare(a.time, b.time) })
+	return r
+}
+
+// endUntil ends the streams whose End is stamped at or before t.
+func (r *replayer) endUntil(t int64) {
+	for ; r.nextEnd < len(r.ends) && r.ends[r.nextEnd].time <= t; r.nextEnd++ {
+		e := r.ends[r.nextEnd]
+		r.total -= r.perStream[e.si]
+		r.perStream[e.si] = 0
+		r.endedAt[e.si] = int32(r.next)
+		if r.onEnd != nil {
+			r.onEnd(e.time, e.si, r.total)
+		}
+	}
+}
+
+// ended returns, by stream, the number of events applied when each stream
+// that ended within the first k events did so; nil if none did. A stream
+// in it is not live in the state after k events.
+func (r *replayer) ended(k int) map[uint32]int32 {
+	var m map[uint32]int32
+	for si, at := range r.endedAt {
+		if int(at) < k {
+			if m == nil {
+				m = map[uint32]int32{}
+			}
+			m[r.streams[si]] = at
+		}
+	}
+	return m
 }
 
 // recordLifespans makes the replay fill r.life.
@@ -168,6 +228,7 @@ func (r *replayer) recordLifespans() {
 func (r *replayer) step() (freed int) {
 	k := r.next
 	e := r.ev[k]
+	r.endUntil(e.time - 1) // a stream's last records share its End's time
 	r.next++
 	if e.rec < 0 {
 		i, ok := r.live.lookup(e.si, r.c.Frees[^e.rec].Addr)
@@ -225,7 +286,11 @@ func Live(c *capture.Capture, opt Options, at int64) *Profile {
 	for r.next < len(r.ev) && r.ev[r.next].time <= at {
 		r.step()
 	}
+	r.endUntil(at)
 	idx := r.live.appendRefs(make([]int, 0, r.live.n))
+	if gone := r.ended(r.next + 1); gone != nil {
+		idx = slices.DeleteFunc(idx, func(i int) bool { _, ok := gone[c.Allocs[i].Stream]; return ok })
+	}
 	slices.Sort(idx)
 	p := snapshot(c, "live", opt, idx)
 	p.At, p.HeapAt = at, max(r.total, 0)
@@ -250,10 +315,13 @@ func (pk *peak) observe(r *replayer) {
 // profile returns the peak view of a replay that recorded lifespans.
 func (pk *peak) profile(r *replayer, opt Options) *Profile {
 	k := int32(pk.k)
+	gone := r.ended(pk.k)
 	var idx []int
 	for i, l := range r.life {
 		if l.born < k && k <= l.died {
-			idx = append(idx, i)
+			if _, ok := gone[r.c.Allocs[i].Stream]; !ok {
+				idx = append(idx, i)
+			}
 		}
 	}
 	p := snapshot(r.c, "peak", opt, idx)

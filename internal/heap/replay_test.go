@@ -11,8 +11,9 @@ import (
 
 // twoStreams: stream 1 holds A (100 B) over [1, 5); stream 2 holds B (80 B,
 // thread 2) over [3, 7) and C (150 B) from 8 to its end at 20. The sum over
-// time is 100, 180, 80, 0, 150: the tree's peak is 180 at t=3, while the
-// per-stream peaks (100 at 1, 150 at 8) would add up to a wrong 250.
+// time is 100, 180, 80, 0, 150, then 0 when stream 2 ends: the tree's peak is
+// 180 at t=3, while the per-stream peaks (100 at 1, 150 at 8) would add up to
+// a wrong 250.
 func twoStreams() *capture.Capture {
 	b := alloc(2, 3, 0xb, 80, 2)
 	b.TID = 2
@@ -62,7 +63,8 @@ func TestSnapshotViews(t *testing.T) {
 		{"live at 4", Live(c, Options{}, 4), map[uint64]float64{1: 100, 2: 80}, 4, 180},
 		{"live at 5 (free at 5 applied)", Live(c, Options{}, 5), map[uint64]float64{2: 80}, 5, 80},
 		{"live at 0", Live(c, Options{}, 0), map[uint64]float64{}, 0, 0},
-		{"live at end", Live(c, Options{}, 100), map[uint64]float64{3: 150}, 100, 150},
+		{"live before stream 2 ends", Live(c, Options{}, 19), map[uint64]float64{3: 150}, 19, 150},
+		{"live after every process ended", Live(c, Options{}, 100), map[uint64]float64{}, 100, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -134,7 +136,7 @@ func TestTimeline(t *testing.T) {
 	if tl.Start != 1 || tl.End != 20 {
 		t.Errorf("bounds [%d, %d], want [1, 20]", tl.Start, tl.End)
 	}
-	want := []Point{{1, 100}, {3, 180}, {5, 80}, {7, 0}, {8, 150}}
+	want := []Point{{1, 100}, {3, 180}, {5, 80}, {7, 0}, {8, 150}, {20, 0}}
 	if len(tl.Total) != len(want) {
 		t.Fatalf("Total = %+v, want %+v", tl.Total, want)
 	}
@@ -249,7 +251,7 @@ func TestReplayViews(t *testing.T) {
 			name: "two streams", c: twoStreams(),
 			stacks: map[uint64]float64{1: 100, 2: 80}, at: 3, heapAt: 180,
 			tlPeak:      Point{3, 180},
-			total:       []Point{{1, 100}, {3, 180}, {5, 80}, {7, 0}, {8, 150}},
+			total:       []Point{{1, 100}, {3, 180}, {5, 80}, {7, 0}, {8, 150}, {20, 0}},
 			streamPeaks: []Point{{1, 100}, {8, 150}},
 			leaks:       map[uint64]float64{3: 150},
 		},
@@ -257,7 +259,7 @@ func TestReplayViews(t *testing.T) {
 			name: "stream 2 only", c: twoStreams(), opt: Options{Streams: []uint32{2}},
 			stacks: map[uint64]float64{3: 150}, at: 8, heapAt: 150,
 			tlPeak:      Point{8, 150},
-			total:       []Point{{3, 80}, {7, 0}, {8, 150}},
+			total:       []Point{{3, 80}, {7, 0}, {8, 150}, {20, 0}},
 			streamPeaks: []Point{{8, 150}},
 			leaks:       map[uint64]float64{3: 150},
 		},
@@ -358,6 +360,66 @@ func BenchmarkReplay(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				v.f()
+			}
+		})
+	}
+}
+
+// processTree: stream 1 is a parent holding 10 B for the whole run; each
+// child (streams 2 and 3) holds 50 B from its start until it exits without
+// freeing. Sequential: child 2 lives over [2, 4), child 3 over [6, 8), so the
+// tree never holds more than 60 B. Overlapping: child 3 starts at 3, while
+// child 2 still runs, so the tree holds 110 B over [3, 4).
+func processTree(overlap bool) *capture.Capture {
+	start3 := int64(6)
+	if overlap {
+		start3 = 3
+	}
+	c := synth(1, []capture.Alloc{
+		alloc(1, 1, 0x1, 10, 1),
+		alloc(2, 2, 0x2, 50, 2),
+		alloc(3, start3, 0x3, 50, 3),
+	}, nil, nil)
+	c.Ends[2] = &capture.End{Stream: 2, TimeNano: 4, Known: true}
+	c.Ends[3] = &capture.End{Stream: 3, TimeNano: 8, Known: true}
+	c.Ends[1] = &capture.End{Stream: 1, TimeNano: 10, Known: true}
+	return c
+}
+
+func TestProcessTreeEnds(t *testing.T) {
+	tests := []struct {
+		name    string
+		overlap bool
+		peak    float64
+		peakAt  int64
+		stacks  map[uint64]float64
+		liveAt5 map[uint64]float64
+		total   []Point
+	}{
+		{"sequential", false, 60, 2, map[uint64]float64{1: 10, 2: 50}, map[uint64]float64{1: 10},
+			[]Point{{1, 10}, {2, 60}, {4, 10}, {6, 60}, {8, 10}, {10, 0}}},
+		{"overlapping", true, 110, 3, map[uint64]float64{1: 10, 2: 50, 3: 50}, map[uint64]float64{1: 10, 3: 50},
+			[]Point{{1, 10}, {2, 60}, {3, 110}, {4, 60}, {8, 10}, {10, 0}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := processTree(tt.overlap)
+			for _, p := range []*Profile{Peak(c, Options{}), func() *Profile { p, _ := PeakAndTimeline(c, Options{}); return p }()} {
+				if p.HeapAt != tt.peak || p.At != tt.peakAt || !equalStacks(stacksOf(p), tt.stacks) {
+					t.Errorf("peak %v at %d with %v; want %v at %d with %v", p.HeapAt, p.At, stacksOf(p), tt.peak, tt.peakAt, tt.stacks)
+				}
+			}
+			if l := Live(c, Options{}, 5); !equalStacks(stacksOf(l), tt.liveAt5) || l.HeapAt != 10+tt.liveAt5[3] {
+				t.Errorf("live at 5: %v (heap %v), want %v", stacksOf(l), l.HeapAt, tt.liveAt5)
+			}
+			for _, tl := range []*Timeline{TimelineOf(c, Options{}), func() *Timeline { _, tl := LeaksAndTimeline(c, Options{}); return tl }()} {
+				if !slices.Equal(tl.Total, tt.total) || tl.Peak != (Point{tt.peakAt, tt.peak}) {
+					t.Errorf("timeline %+v peak %+v, want %+v peak %v at %d", tl.Total, tl.Peak, tt.total, tt.peak, tt.peakAt)
+				}
+			}
+			// Leaks: every child's block was live when it exited.
+			if l := Leaks(c, Options{}); !equalStacks(stacksOf(l), map[uint64]float64{1: 10, 2: 50, 3: 50}) {
+				t.Errorf("leaks %v, want every block", stacksOf(l))
 			}
 		})
 	}

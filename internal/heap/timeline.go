@@ -2,6 +2,7 @@ package heap
 
 import (
 	"cmp"
+	"math"
 	"slices"
 
 	"github.com/heaplens/heaplens/internal/capture"
@@ -91,8 +92,18 @@ func newTimelineBuilder(c *capture.Capture, opt Options, r *replayer) *timelineB
 	}
 	tl.End = end
 	width := max((end-tl.Start+timelinePoints-1)/timelinePoints, 1)
-	return &timelineBuilder{c: c, opt: opt, tl: tl, total: downsampler{start: tl.Start, width: width},
+	tb := &timelineBuilder{c: c, opt: opt, tl: tl, total: downsampler{start: tl.Start, width: width},
 		per: make([]*downsampler, len(r.streams)), peaks: make([]Point, len(r.streams))}
+	r.onEnd = tb.ended
+	return tb
+}
+
+// ended draws a stream's heap falling to zero when its process ends.
+func (tb *timelineBuilder) ended(t int64, si uint32, total float64) {
+	if d := tb.per[si]; d != nil {
+		d.add(t, 0)
+	}
+	tb.total.add(t, max(total, 0))
 }
 
 // observe records the heap after the event r just applied.
@@ -124,6 +135,7 @@ func (tb *timelineBuilder) observe(r *replayer) {
 
 // timeline returns the timeline of a finished replay, with the RSS samples.
 func (tb *timelineBuilder) timeline(r *replayer) *Timeline {
+	r.endUntil(math.MaxInt64)
 	c, opt, tl := tb.c, tb.opt, tb.tl
 	tl.Total = tb.total.out
 	rss := map[uint32][]Point{}

@@ -106,6 +106,11 @@ type Ring struct {
 	frames []uint64
 	py     []PyFrame
 	segs   []Segment
+
+	// Malformed counts well-framed records whose contents did not decode;
+	// Drain skips them. A ring is written by the profiled process, so its
+	// bytes are untrusted: a bad record must cost that record, no more.
+	Malformed uint64
 }
 
 // Open maps the ring at path for reading and consuming.
@@ -216,8 +221,10 @@ func (r *Ring) word(pos uint64) *uint64 {
 
 // Drain consumes every committed record, calling fn for each, and returns how
 // many it consumed. It stops at the first record still being written. A
-// malformed record (which only a corrupted ring can hold) ends the drain with
-// an error; the ring is not consumed past it.
+// record whose length is sound but whose contents are not is skipped and
+// counted in Malformed. A record header whose length cannot be trusted ends
+// the drain with an error: nothing after it can be framed, so the ring is not
+// consumed past it.
 func (r *Ring) Drain(fn func(*Record)) (int, error) {
 	tail := atomic.LoadUint64(r.u64(offTail))
 	head := atomic.LoadUint64(r.u64(offHead))
@@ -242,12 +249,14 @@ func (r *Ring) Drain(fn func(*Record)) (int, error) {
 			w[i] = *p
 			*p = 0
 		}
-		if err := r.decode(&rec, hdr, w); err != nil {
-			return n, fmt.Errorf("ring: %s at %d: %w", r.Path, tail, err)
-		}
+		err := r.decode(&rec, hdr, w)
 		atomic.StoreUint64(r.word(tail), 0)
 		tail += length
 		atomic.StoreUint64(r.u64(offTail), tail)
+		if err != nil {
+			r.Malformed++
+			continue
+		}
 		fn(&rec)
 		n++
 	}
@@ -304,7 +313,9 @@ func (r *Ring) decode(rec *Record, hdr uint64, w []uint64) error {
 			FileKind: uint8(w[2]), NameKind: uint8(w[3])}
 		fb, qb, tb := w[2]>>8, w[3]>>8, w[4]
 		pad := func(n uint64) uint64 { return (n + 7) &^ 7 }
-		if pad(fb)+pad(qb)+pad(tb) != uint64(8*(len(w)-5)) {
+		room := uint64(8 * (len(w) - 5))
+		// Each length is checked alone first: their padded sum could wrap.
+		if fb > room || qb > room || tb > room || pad(fb)+pad(qb)+pad(tb) != room {
 			return fmt.Errorf("CODE with %d words for %d+%d+%d bytes", len(w), fb, qb, tb)
 		}
 		b := make([]byte, 8*(len(w)-5))

@@ -192,17 +192,90 @@ func TestOpenRejects(t *testing.T) {
 	}
 }
 
-func TestDrainRejectsBadRecord(t *testing.T) {
+// Records whose length is sound but whose contents lie are skipped and
+// counted; the good record behind them is still delivered.
+func TestDrainSkipsMalformedRecords(t *testing.T) {
+	cases := []struct {
+		name       string
+		typ, count uint64
+		words      []uint64
+	}{
+		{"alloc claims 9 frames, has none", RecAlloc, 9, []uint64{1, 2, 3, 4}},
+		{"alloc too short", RecAlloc, 0, []uint64{1, 2}},
+		{"code line table near 2^64", RecCode, 0, []uint64{1, 2, 1 | 8<<8, 1 | 8<<8, ^uint64(0) - 6, 0, 0}},
+		{"code file length near 2^56", RecCode, 0, []uint64{1, 2, 1 | (^uint64(0)>>8)<<8, 1, 0, 0}},
+		{"code table length 2^64-1", RecCode, 0, []uint64{1, 2, 1 | 8<<8, 1 | 8<<8, ^uint64(0), 0, 0}},
+		{"module path longer than its words", RecModule, 0, []uint64{1, 2, 100, 0}},
+		{"module with fewer words than segments", RecModule, 3, []uint64{1, 2, 0}},
+		{"free with 2 words", RecFree, 0, []uint64{1, 2}},
+		{"mark with 4 words", RecMark, 0, []uint64{1, 2, 3, 4}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWriter(1 << 12)
+			w.record(c.typ, 1, c.count, c.words, true)
+			w.record(RecFree, 0, 0, []uint64{7, 0xabc, 9}, true)
+			r, err := Open(w.file(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			recs := drainAll(t, r)
+			if len(recs) != 1 || recs[0].Type != RecFree || recs[0].Addr != 0xabc {
+				t.Errorf("delivered %+v, want only the FREE behind the bad record", recs)
+			}
+			if r.Malformed != 1 {
+				t.Errorf("Malformed = %d, want 1", r.Malformed)
+			}
+			if cnt := r.Counters(); cnt.Tail != cnt.Head {
+				t.Errorf("tail %d != head %d: the bad record was not consumed", cnt.Tail, cnt.Head)
+			}
+		})
+	}
+}
+
+// A header whose length cannot frame a record ends the drain with an error.
+func TestDrainRejectsBadHeader(t *testing.T) {
 	w := newWriter(1 << 12)
-	w.record(RecAlloc, 1, 9, []uint64{1, 2, 3, 4}, true) // claims 9 frames, has none
+	w.put(0, 12|RecFree<<32) // a length that is not a whole number of words
+	binary.LittleEndian.PutUint64(w.mem[offHead:], 16)
 	r, err := Open(w.file(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
 	if _, err := r.Drain(func(*Record) {}); err == nil {
-		t.Errorf("a record whose length contradicts its frame count was accepted")
+		t.Errorf("a record of 12 bytes was accepted")
 	}
+}
+
+// FuzzDecode feeds arbitrary records to the decoder: it must never panic,
+// and what it accepts must lie within the record.
+func FuzzDecode(f *testing.F) {
+	f.Add(uint64(RecCode), uint64(0), []byte("0123456789abcdef0123456789abcdef01234567"))
+	f.Add(uint64(RecAlloc), uint64(1), make([]byte, 48))
+	f.Add(uint64(RecModule), uint64(1), make([]byte, 64))
+	f.Fuzz(func(t *testing.T, typ, count uint64, b []byte) {
+		words := make([]uint64, len(b)/8)
+		for i := range words {
+			words[i] = binary.LittleEndian.Uint64(b[8*i:])
+		}
+		var r Ring
+		var rec Record
+		hdr := 8*uint64(len(words)+1) | (typ&0xff)<<32 | (count&0xffff)<<48
+		if err := r.decode(&rec, hdr, words); err != nil {
+			return
+		}
+		if len(rec.Frames)+2*len(rec.Py) > len(words) {
+			t.Errorf("%d frames and %d Python frames from %d words", len(rec.Frames), len(rec.Py), len(words))
+		}
+		if c := rec.Code; c != nil && len(c.File)+len(c.Name)+len(c.Table) > 8*len(words) {
+			t.Errorf("code of %d+%d+%d bytes from %d words", len(c.File), len(c.Name), len(c.Table), len(words))
+		}
+		if len(rec.Path) > 8*len(words) {
+			t.Errorf("path of %d bytes from %d words", len(rec.Path), len(words))
+		}
+	})
 }
 
 // Pool work: an ALLOC carrying an origin token and method, and the ORIGIN

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,8 +55,15 @@ func (s *Server) Capture() (*capture.Capture, error) {
 	return c, nil
 }
 
+// csp lets the page run its own inline script and style and fetch from its
+// own origin, and nothing else: a profile holds command lines and paths.
+const csp = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; " +
+	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Security-Policy", csp)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	switch r.URL.Path {
 	case "/", "/index.html":
 		view := s.View
@@ -138,12 +146,37 @@ func ParseQuery(get func(string) string) (export.Query, error) {
 }
 
 // Listen listens on addr and returns the page's URL and a function that
-// serves h until the listener fails.
+// serves h until the listener fails. Requests must name the server by a
+// loopback name or address, or by the address it listens on: a page of
+// another site that rebinds its own name to 127.0.0.1 cannot read it.
 func Listen(addr string, h http.Handler) (url string, serve func() error, err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	own := ln.Addr().(*net.TCPAddr).IP
+	guard := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !allowedHost(r.Host, own) {
+			http.Error(w, "heaplens: requests must name a loopback host", http.StatusMisdirectedRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: guard, ReadHeaderTimeout: 10 * time.Second}
 	return "http://" + ln.Addr().String() + "/", func() error { return srv.Serve(ln) }, nil
+}
+
+// allowedHost reports whether a Host header names this machine's loopback
+// (localhost, *.localhost, 127.0.0.0/8, ::1) or own, the address the
+// server listens on when that is a specific one.
+func allowedHost(host string, own net.IP) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && (ip.IsLoopback() || (!own.IsUnspecified() && ip.Equal(own)))
 }

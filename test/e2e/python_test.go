@@ -296,6 +296,13 @@ func TestUnsupportedPython(t *testing.T) {
 			if !strings.Contains(res.stderr, "Python frames are unavailable") || !strings.Contains(res.stderr, "not supported") {
 				t.Errorf("the summary does not say why Python frames are missing:\n%s", res.stderr)
 			}
+			// Reports say it too, as the summary did.
+			for _, format := range []string{"text", "json"} {
+				r := run(t, time.Minute, heaplensBin(t), "report", capPath, "--format", format)
+				if !strings.Contains(r.stdout, "Python frames are unavailable") || !strings.Contains(r.stdout, "not supported") {
+					t.Errorf("report --format %s does not say why Python frames are missing:\n%s", format, r.stdout)
+				}
+			}
 			// These interpreters free everything at shutdown, so allocs, not leaks, shows the strings.
 			if allocs := report(t, capPath, "allocs"); allocs.total() < 20e6 {
 				t.Errorf("native profiling of Python %s found %.0f bytes allocated, want over the 20 MB of strings", v, allocs.total())

@@ -274,3 +274,35 @@ func TestNoFollowAndClearedEnvironment(t *testing.T) {
 		t.Errorf("processes of exit_with in the capture: %q; want only the one with an environment (arg 2)", seen)
 	}
 }
+
+// Every fork image of a shell loop is replaced by its exec, even when the
+// exec'd program has already exited by the time the agent looks: none is
+// reported as having died without explanation.
+func TestForkExecLoopStatuses(t *testing.T) {
+	capPath := filepath.Join(t.TempDir(), "loop.hlc")
+	const n = 300
+	res := run(t, 2*time.Minute, heaplensBin(t), "run", "-q", "-o", capPath, "--", "bash", "-c",
+		fmt.Sprintf("for i in $(seq %d); do /bin/true; done", n))
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	c := load(t, capPath)
+	count := map[string]int{}
+	for _, p := range c.Processes {
+		e := c.Ends[p.Stream]
+		switch {
+		case e == nil:
+			count["no end"]++
+		case e.Exec:
+			count["exec"]++
+		case e.Known && !e.Signaled && e.ExitCode == 0:
+			count["exited 0"]++
+		default:
+			count["other"]++
+		}
+	}
+	// n fork images and the $(seq) subshell exec; n trues, seq and bash exit 0.
+	if count["exec"] != n+1 || count["exited 0"] != n+2 || count["other"]+count["no end"] != 0 {
+		t.Errorf("statuses %v, want %d exec, %d exited 0, nothing else", count, n+1, n+2)
+	}
+}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"os"
@@ -37,6 +38,7 @@ type jsonDoc struct {
 			T     float64
 			Bytes float64
 		}
+		End *float64
 	}
 	Total  struct{ Bytes float64 }
 	Frames []struct {
@@ -149,9 +151,18 @@ func TestViewsOnBurst(t *testing.T) {
 	}
 	at := strconv.FormatFloat(d.Timeline.Peak.T+0.1, 'f', 3, 64) + "s"
 	near(t, "burst live 100ms after the peak", reportWith(t, capPath, "--view", "live", "--at", at).site("burst"), burstN, burstSz)
-	end := strconv.FormatFloat(d.Timeline.End+1, 'f', 3, 64) + "s"
-	liveEnd := reportWith(t, capPath, "--view", "live", "--at", end)
-	near(t, "hold live at the end", liveEnd.site("hold"), keepN, keepSz)
+	// Live just before the process's end, hold's blocks are there; after
+	// it, nothing of the process counts.
+	if e := d.Processes[0].End; e == nil {
+		t.Errorf("process has no end time")
+	} else {
+		before := strconv.FormatFloat(*e-1e-6, 'f', 6, 64) + "s"
+		near(t, "hold live just before the end", reportWith(t, capPath, "--view", "live", "--at", before).site("hold"), keepN, keepSz)
+		after := strconv.FormatFloat(*e+1, 'f', 3, 64) + "s"
+		if f := reportWith(t, capPath, "--view", "live", "--at", after); f.total() != 0 {
+			t.Errorf("live after the process ended: %v", f)
+		}
+	}
 
 	// Filters.
 	pid := strconv.Itoa(d.Processes[0].PID)
@@ -310,5 +321,69 @@ func TestRunSummary(t *testing.T) {
 	}
 	if strings.Contains(s, "\x1b[") {
 		t.Errorf("summary has terminal escapes though stderr is not a TTY:\n%q", s)
+	}
+}
+
+// TestTreeEnds: a process's blocks stop counting toward the tree when it
+// exits. Each child holds 50 MiB until it exits without freeing; run one
+// after the other the tree never holds more than one child's 50 MiB, run
+// together it holds both. leaks still shows every child's block, live at
+// its exit.
+func TestTreeEnds(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "hold.c")
+	const mib = 1 << 20
+	tests := []struct {
+		name   string
+		script string
+		peak   float64
+	}{
+		{"sequential", bin + " 50 200; sleep 0.3; " + bin + " 50 200", 50 * mib},
+		{"overlapping", bin + " 50 800 & sleep 0.2; " + bin + " 50 800; wait", 100 * mib},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			capPath := filepath.Join(t.TempDir(), "tree.hlc")
+			// 50 MiB in one block at a 512 KiB rate is sampled with probability
+			// 1 - e^-100 and weighs 1: the estimate is exact.
+			res := run(t, 2*time.Minute, heaplensBin(t), "run", "-q", "-o", capPath, "--seed", "3", "--", "sh", "-c", tt.script)
+			if res.code != 0 {
+				t.Fatalf("exit %d: %s", res.code, res.stderr)
+			}
+			d := reportJSON(t, capPath, "--view", "peak")
+			// The shell's own few KiB may add to the peak.
+			if got := d.Timeline.Peak.Bytes; got < tt.peak || got > tt.peak+mib {
+				t.Errorf("tree peak %.1f MiB, want %.0f MiB", got/mib, tt.peak/mib)
+			}
+			if got := reportWith(t, capPath, "--view", "peak").site("hold_block"); got != tt.peak {
+				t.Errorf("hold_block at the peak: %.1f MiB, want %.0f MiB", got/mib, tt.peak/mib)
+			}
+			if got := reportWith(t, capPath, "--view", "leaks").site("hold_block"); got != 100*mib {
+				t.Errorf("hold_block in leaks: %.1f MiB, want both children's 100 MiB", got/mib)
+			}
+		})
+	}
+}
+
+// report -o naming the capture itself (by any path) is refused before
+// anything is written.
+func TestReportRefusesToOverwriteCapture(t *testing.T) {
+	capPath := profileBurst(t)
+	before, err := os.ReadFile(capPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "alias.hlc")
+	if err := os.Symlink(capPath, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{capPath, link} {
+		res := run(t, time.Minute, heaplensBin(t), "report", capPath, "--format", "json", "-o", out)
+		if res.code != 2 || !strings.Contains(res.stderr, "would overwrite the capture") {
+			t.Errorf("-o %s: exit %d, stderr %q", out, res.code, res.stderr)
+		}
+	}
+	if after, _ := os.ReadFile(capPath); !bytes.Equal(before, after) {
+		t.Errorf("the capture changed")
 	}
 }
