@@ -47,7 +47,7 @@ struct hl_ring_header {
 	uint32_t py_version; /* PY_VERSION_HEX of the interpreter in this process, 0 if none */
 	uint32_t py_status;  /* HL_PY_* */
 	uint64_t py_eval;    /* address of _PyEval_EvalFrameDefault: its module is the interpreter */
-	uint64_t py_hooked;  /* 1 once the PyMem hooks are installed */
+	uint64_t py_hooked;  /* HL_PYMEM_*: how Python objects are sampled */
 	uint64_t omp_guessed; /* OpenMP regions sent to a runtime found outside the caller's scope */
 	uint8_t pad3[1024 - 320];
 
@@ -100,6 +100,13 @@ enum hl_origin {
 #define HL_PY_ACTIVE 1u      /* Python frames are recorded */
 #define HL_PY_UNSUPPORTED 2u /* an interpreter whose layout heaplens does not know */
 #define HL_PY_OFF 3u         /* turned off (HEAPLENS_PYTHON=0) */
+
+/* py_hooked */
+#define HL_PYMEM_NONE 0u    /* no hooks (yet) */
+#define HL_PYMEM_HOOKED 1u  /* the MEM and OBJ domains run through the hooks */
+#define HL_PYMEM_MALLOC 2u  /* the domains use malloc (PYTHONMALLOC=malloc): sampled by its hook */
+#define HL_PYMEM_FOREIGN 3u /* hooked over an allocator that is not pymalloc: larger objects are seen only if it takes them from malloc */
+#define HL_PYMEM_LOST 4u    /* objects from pymalloc's arenas are not sampled: the hooks could not be (re)installed */
 
 #define HL_MAX_FRAMES 4096
 #define HL_MAX_SEGMENTS 16

@@ -2,14 +2,16 @@
  * Python support inside libheaplens.so: find the interpreter, read the
  * allocating thread's Python frames with raw loads (never a call into CPython
  * that could allocate, run the GC or release the GIL), send each code object
- * once, and wrap the PyMem domains so that objects served from pymalloc's
- * arenas are sampled too. Offsets: ../shared/reference/cpython-stacks.md,
+ * once, and hook the PyMem domains so that objects served from pymalloc's
+ * arenas are sampled too, where the allocator puts them. Offsets: ../shared/reference/cpython-stacks.md,
  * verified on CPython 3.8–3.13; 3.13 reads its own _Py_DebugOffsets.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <link.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 
@@ -22,6 +24,10 @@ struct pylayout {
 	int str_ascii, str_compact; /* sizeof(PyASCIIObject), sizeof(PyCompactUnicodeObject) */
 	int rt_finalizing;
 };
+
+static void pymem_install(void);
+static void pymem_check(void);
+
 
 static const struct pylayout layouts[] = {
 	/*        ts  cf back code pos own ent  file name table first trace adapt asc cmp fin */
@@ -54,21 +60,21 @@ static struct {
 	void *(*gilstate_tstate)(void);
 	void *(*attached_tstate)(void); /* 3.12+: the thread's attached tstate, NULL when detached */
 	int (*is_initialized)(void);
-	int (*gil_check)(void);
 	void (*get_allocator)(int, pymem_allocator *);
 	void (*set_allocator)(int, pymem_allocator *);
-	pymem_allocator prev[2]; /* MEM, OBJ */
-	long attempts;
 	uint32_t generation; /* bumped in a fork child: its ring has seen no code yet */
 	uintptr_t text_lo, text_hi; /* the interpreter's code (libpython, or the executable) */
+	uintptr_t eval;             /* _PyEval_EvalFrameDefault */
+	uint32_t hex;               /* PY_VERSION_HEX */
 } py;
 
+/* No dlsym here: it also runs in a fork child, where the loader's lock may be held forever. */
 static void set_status(uint32_t version, uint32_t status)
 {
 	struct hl_ring_header *h = ring_now();
 	if (h) {
-		h->py_version = version;
-		h->py_eval = (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+		__atomic_store_n(&h->py_version, version, __ATOMIC_RELAXED);
+		__atomic_store_n(&h->py_eval, (uint64_t)py.eval, __ATOMIC_RELAXED);
 		__atomic_store_n(&h->py_status, status, __ATOMIC_RELEASE);
 	}
 }
@@ -121,13 +127,13 @@ void py_detect(void)
 		hex = a << 24 | b << 16 | c << 8;
 	}
 	int major = (int)(hex >> 24), minor = (int)(hex >> 16 & 0xff);
+	py.eval = (uintptr_t)dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
 	py.runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
 	py.code_type = dlsym(RTLD_DEFAULT, "PyCode_Type");
 	py.none = dlsym(RTLD_DEFAULT, "_Py_NoneStruct");
 	py.gilstate_tstate = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
 	py.attached_tstate = (void *(*)(void))dlsym(RTLD_DEFAULT, minor >= 13 ? "PyThreadState_GetUnchecked" : "_PyThreadState_GetCurrent");
 	py.is_initialized = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
-	py.gil_check = (int (*)(void))dlsym(RTLD_DEFAULT, "PyGILState_Check");
 	py.get_allocator = (void (*)(int, pymem_allocator *))dlsym(RTLD_DEFAULT, "PyMem_GetAllocator");
 	py.set_allocator = (void (*)(int, pymem_allocator *))dlsym(RTLD_DEFAULT, "PyMem_SetAllocator");
 	if (major != 3 || minor < 8 || minor > 13 || !py.runtime || !py.code_type || !py.gilstate_tstate ||
@@ -142,14 +148,12 @@ void py_detect(void)
 		py.minor = -1;
 		return;
 	}
-	py.minor = minor;
+	py.minor = minor, py.hex = hex;
 	set_status(hex, HL_PY_ACTIVE);
-	void *eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
-	if (eval)
-		module_range((uintptr_t)eval, &py.text_lo, &py.text_hi);
-	const char *pm = getenv("PYTHONMALLOC"); /* without pymalloc every object already reaches malloc */
-	if (py.is_initialized && py.gil_check && py.get_allocator && py.set_allocator && (!pm || !strcmp(pm, "pymalloc")))
-		__atomic_store_n(&py_pending, 1, __ATOMIC_RELEASE);
+	if (py.eval)
+		module_range(py.eval, &py.text_lo, &py.text_hi);
+	if (py.is_initialized)
+		pymem_install();
 }
 
 /* ---- frames ---- */
@@ -259,7 +263,7 @@ int py_waiter(uintptr_t ra)
 #define CODE_SLOTS 65536
 static struct {
 	uintptr_t code;
-	uint32_t ident, generation;
+	uint64_t tag; /* identity | generation << 32 */
 } sent[CODE_SLOTS];
 
 /* A str's PEP 393 data: kind 1/2/4 and its length in bytes. */
@@ -314,15 +318,17 @@ void py_emit_codes(void)
 		uint32_t ident = (uint32_t)(tls.py[2 * i + 1] >> 32);
 		uint32_t first = (uint32_t)((code >> 4) * 0x9e3779b1u) % CODE_SLOTS, slot = first, k;
 		for (k = 0; k < 8; k++, slot = (slot + 1) % CODE_SLOTS) {
-			if (sent[slot].generation != py.generation || !sent[slot].code)
+			uintptr_t c = __atomic_load_n(&sent[slot].code, __ATOMIC_ACQUIRE);
+			uint64_t t = __atomic_load_n(&sent[slot].tag, __ATOMIC_RELAXED);
+			if (t >> 32 != py.generation || !c)
 				break; /* a free slot: not sent yet */
-			if (__atomic_load_n(&sent[slot].code, __ATOMIC_ACQUIRE) == code && sent[slot].ident == ident)
-				goto next; /* sent already */
+			if (c == code && (uint32_t)t == ident)
+				goto next; /* sent already (a torn pair from two writers only sends it again) */
 		}
 		if (k == 8)
 			slot = first; /* no room to remember it: take the first slot */
 		if (emit_code((const char *)code, ident)) {
-			sent[slot].ident = ident, sent[slot].generation = py.generation;
+			__atomic_store_n(&sent[slot].tag, ident | (uint64_t)py.generation << 32, __ATOMIC_RELAXED);
 			__atomic_store_n(&sent[slot].code, code, __ATOMIC_RELEASE);
 		}
 	next:;
@@ -334,81 +340,167 @@ static int final_sent;
 /*
  * Marks the moment the interpreter starts finalizing, once: CPython then
  * frees nearly every object, and "live at exit" means live before that.
- * Called from the sampled slow paths only, so it costs one load there.
+ * Called from the sampled slow paths only, so it costs one load there; so
+ * does the check that the PyMem hooks are still in place.
  */
 void py_check_final(void)
 {
-	if (py.minor <= 0 || final_sent || !LOAD(uint64_t, py.runtime, py.L.rt_finalizing) || !ring_now())
+	if (py.minor <= 0)
 		return;
-	final_sent = 1;
-	emit_mark(HL_MARK_PY_FINALIZING, 0);
-}
-
-void py_atfork_child(void)
-{
-	final_sent = 0;
-	py.generation++;
-	if (py.minor > 0)
-		set_status(ring_now() ? ring_now()->py_version : 0, HL_PY_ACTIVE);
+	pymem_check();
+	if (__atomic_load_n(&final_sent, __ATOMIC_RELAXED) || !LOAD(uint64_t, py.runtime, py.L.rt_finalizing) || !ring_now())
+		return;
+	if (!__atomic_exchange_n(&final_sent, 1, __ATOMIC_RELAXED))
+		emit_mark(HL_MARK_PY_FINALIZING, 0);
 }
 
 /* ---- PyMem domains: objects from pymalloc's arenas never reach malloc ---- */
 
 /*
- * Two modes. Direct, for the default allocator (both domains pymalloc with a
- * NULL context, as in every release build) at rates of DIRECT_RATE and more:
- * a sampled object is allocated through pymalloc's own path for large
- * requests, so it is an ordinary malloc block, tagged like the ones malloc's
- * hook samples (HDR bytes in front).
- * pymalloc hands every block outside its arenas to PyMem_RawFree and
- * PyMem_RawRealloc, that is to free and realloc, whose hooks see the tag; so
- * free needs no hook, and Python calls pymalloc's free as it would without
- * heaplens. A sampled object then takes at least PYMALLOC_MAX + 1 bytes,
- * which adds at most (PYMALLOC_MAX + 1 + HDR) / rate to the heap: under 1 %
- * from DIRECT_RATE on. Wrapping, for anything else (debug hooks under -X dev,
- * tracemalloc started first, low rates): every function is wrapped, and a
- * sampled block carries a PYHDR-byte header inside the previous allocator's
- * block, with p[-3] its requested size.
+ * A sampled object is allocated by the previous allocator exactly as an
+ * unsampled one (same request, same address, same layout: anything else
+ * changes how long the interpreter keeps it, e.g. in the type attribute
+ * cache, which keys on a name's address). Its address goes into a side
+ * table, a lock-free open-addressed set (word: address | size << 48; 0 empty,
+ * 1 deleted). In front of the table sits a counting filter of saturating
+ * byte counters indexed by another hash of the address, so that freeing an
+ * unsampled object costs a multiply, a shift, one byte load and a branch
+ * before the previous allocator's free. Requests over PYMALLOC_MAX pass
+ * through uncounted: pymalloc takes them from malloc, whose hook samples
+ * them (and so the blocks that grow past it by realloc).
  */
-#define PYHDR 32u
-#define DIRECT_RATE (64u << 10)
+#define FILTER_BITS 14
+#define PROBES 64
+static uint8_t filter[1u << FILTER_BITS];
+static uint64_t *table;
+static uint32_t table_bits;
 
-static int direct;
-
-/* Direct mode's request for n bytes and a header: more than pymalloc serves, so it takes it from malloc (and counts it as its own block). */
-static size_t past_pymalloc(size_t n) { return n + HDR > PYMALLOC_MAX ? n + HDR : PYMALLOC_MAX + 1; }
-
-static COLD void *pm_sampled(pymem_allocator *prev, size_t n, int zero, int func)
+static inline uint32_t filter_at(const void *p)
 {
-	size_t want = direct ? past_pymalloc(n) : n + PYHDR;
-	struct countdown cd = pause_sampling();
-	char *raw = zero ? prev->calloc(prev->ctx, 1, want) : prev->malloc(prev->ctx, want);
-	resume_sampling(cd);
-	if (!raw)
-		return NULL;
-	uint64_t *p = tag(raw, direct ? HDR : PYHDR);
-	if (!direct)
-		p[-3] = n;
-	record_alloc(p, n, func);
-	return p;
+	return (uint32_t)(((uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull) >> (64 - FILTER_BITS));
+}
+
+static inline int maybe_sampled(const void *p)
+{
+	return __atomic_load_n(&filter[filter_at(p)], __ATOMIC_RELAXED) != 0;
+}
+
+/* Adds d (±1) to p's counter; 255 sticks, as it may stand for more. */
+static void filter_add(const void *p, int d)
+{
+	uint8_t *c = &filter[filter_at(p)], v = __atomic_load_n(c, __ATOMIC_RELAXED);
+	do
+		if (v == 255 || (v == 0 && d < 0))
+			return;
+	while (!__atomic_compare_exchange_n(c, &v, (uint8_t)(v + d), 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}
+
+static inline uint64_t table_at(const void *p, uint32_t k)
+{
+	uint64_t h = ((uint64_t)(uintptr_t)p >> 4) * 0xc2b2ae3d27d4eb4full;
+	return ((h >> (64 - table_bits)) + k) & ((1ull << table_bits) - 1);
+}
+
+#define ADDR(e) ((e) & ((1ull << 48) - 1))
+
+/* Puts p (n bytes) in the set; 0 when its probe window is full. */
+static int table_put(void *p, size_t n)
+{
+	uint64_t want = (uint64_t)(uintptr_t)p | (uint64_t)n << 48;
+	if (!table || (uint64_t)(uintptr_t)p >> 48 || n > 0xffff)
+		return 0;
+	for (int tries = 0; tries < 4; tries++) {
+		int64_t free_at = -1;
+		for (uint32_t k = 0; k < PROBES; k++) {
+			uint64_t *s = &table[table_at(p, k)];
+			uint64_t e = __atomic_load_n(s, __ATOMIC_ACQUIRE);
+			if (e > 1 && ADDR(e) == (uint64_t)(uintptr_t)p) { /* its free went unseen: take the slot over */
+				__atomic_store_n(s, want, __ATOMIC_RELEASE);
+				return 1;
+			}
+			if (e <= 1 && free_at < 0)
+				free_at = (int64_t)table_at(p, k);
+			if (!e)
+				break;
+		}
+		if (free_at < 0)
+			return 0;
+		uint64_t old = __atomic_load_n(&table[free_at], __ATOMIC_ACQUIRE);
+		if (old <= 1 && __atomic_compare_exchange_n(&table[free_at], &old, want, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			filter_add(p, 1);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Takes p out of the set: its size, or -1 if it is not there. */
+static int64_t table_take(void *p)
+{
+	if (!table)
+		return -1;
+	for (uint32_t k = 0; k < PROBES; k++) {
+		uint64_t *s = &table[table_at(p, k)];
+		uint64_t e = __atomic_load_n(s, __ATOMIC_ACQUIRE);
+		if (!e)
+			return -1;
+		if (e > 1 && ADDR(e) == (uint64_t)(uintptr_t)p) {
+			/* Nothing probes past an empty slot: when the next one is empty, so may this one be. */
+			uint64_t next = __atomic_load_n(&table[table_at(p, k + 1)], __ATOMIC_RELAXED);
+			if (!__atomic_compare_exchange_n(s, &e, next ? 1 : 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+				return -1;
+			filter_add(p, -1);
+			return (int64_t)(e >> 48);
+		}
+	}
+	return -1;
+}
+
+/* The table has room for twice the samples of 16 GiB of live objects (at least 2^14, at most 2^24 slots); untouched pages cost nothing. */
+static int table_init(void)
+{
+	uint64_t want = 2 * ((16ull << 30) / (hl_rate() ? hl_rate() : 1));
+	table_bits = 14;
+	while (table_bits < 24 && (1ull << table_bits) < want)
+		table_bits++;
+	void *m = mmap(NULL, 8ull << table_bits, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED)
+		return 0;
+	table = m;
+	return 1;
+}
+
+/* Records a sampled object, or counts it dropped when the table has no room. */
+static COLD void keep(void *p, size_t n, int func)
+{
+	if (table_put(p, n)) {
+		record_alloc(p, n, func);
+		return;
+	}
+	struct hl_ring_header *h = ring_now();
+	if (h)
+		__atomic_fetch_add(&h->dropped_alloc, 1, __ATOMIC_RELAXED);
 }
 
 /*
  * The hooks run for every Python object. Their fast paths only count down
- * (or look at one word) and jump on to pymalloc; everything else sits in
- * COLD functions, so that the fast paths need no stack frame. Each is
- * written once, inlined into the wrapping hook (prev = ctx) and the direct
- * one (prev = pymalloc).
+ * (or look at one filter byte) and jump on to the previous allocator;
+ * everything else sits in COLD functions, so that they need no stack frame.
+ * A sampled object is allocated outside any busy section, as an unsampled
+ * one is: what pymalloc asks of malloc meanwhile is sampled there as usual.
  */
 static COLD void *pm_malloc_slow(pymem_allocator *prev, size_t n)
 {
-	if (sample_slow(n))
-		return pm_sampled(prev, n, 0, HL_FUNC_PYMEM_MALLOC);
-	return prev->malloc(prev->ctx, n);
+	int sampled = sample_slow(n); /* first: what the allocator asks of malloc is counted after */
+	void *p = prev->malloc(prev->ctx, n);
+	if (p && sampled)
+		keep(p, n, HL_FUNC_PYMEM_MALLOC);
+	return p;
 }
 
-static inline __attribute__((always_inline)) void *malloc_via(pymem_allocator *prev, size_t n)
+static void *pm_malloc(void *ctx, size_t n)
 {
+	pymem_allocator *prev = ctx;
 	if (likely(n - 1 < PYMALLOC_MAX)) /* larger requests go on to malloc, whose hook counts them */
 		COUNTDOWN_OR_GOTO(n, slow);
 	return prev->malloc(prev->ctx, n);
@@ -418,13 +510,16 @@ slow:
 
 static COLD void *pm_calloc_slow(pymem_allocator *prev, size_t k, size_t n)
 {
-	if (sample_slow(k * n))
-		return pm_sampled(prev, k * n, 1, HL_FUNC_PYMEM_CALLOC);
-	return prev->calloc(prev->ctx, k, n);
+	int sampled = sample_slow(k * n);
+	void *p = prev->calloc(prev->ctx, k, n);
+	if (p && sampled)
+		keep(p, k * n, HL_FUNC_PYMEM_CALLOC);
+	return p;
 }
 
-static inline __attribute__((always_inline)) void *calloc_via(pymem_allocator *prev, size_t k, size_t n)
+static void *pm_calloc(void *ctx, size_t k, size_t n)
 {
+	pymem_allocator *prev = ctx;
 	size_t t;
 	if (likely(!__builtin_mul_overflow(k, n, &t) && t - 1 < PYMALLOC_MAX))
 		COUNTDOWN_OR_GOTO(t, slow);
@@ -433,111 +528,50 @@ slow:
 	return pm_calloc_slow(prev, k, n);
 }
 
-static inline int is_sampled(void *p) { return p && ((uint64_t *)p)[-1] == real.secret && tagged(p); }
-
-/* Wrapping mode only: direct mode leaves free to pymalloc. */
+/* p's filter counter is set: it may be sampled. Its FREE goes out before the block is released. */
 static COLD void pm_free_slow(pymem_allocator *prev, void *p)
 {
-	if (tagged(p)) {
+	if (p && table_take(p) >= 0)
 		record_free(p);
-		void *raw = raw_of(p);
-		((uint64_t *)p)[-1] = 0;
-		p = raw; /* a 16-byte-header block from malloc ends up in free() as an ordinary block */
-	}
 	prev->free(prev->ctx, p);
 }
 
 static void pm_free(void *ctx, void *p)
 {
 	pymem_allocator *prev = ctx;
-	if (unlikely(p && ((uint64_t *)p)[-1] == real.secret)) {
+	if (unlikely(maybe_sampled(p))) {
 		pm_free_slow(prev, p);
 		return;
 	}
 	prev->free(prev->ctx, p);
 }
 
-/* The requested size of a sampled block: ours keep it in p[-3]; malloc's hook's blocks have their usable size. */
-static size_t pm_size(void *p, uint64_t off)
-{
-	return off == PYHDR ? (size_t)((uint64_t *)p)[-3] : real.usable(raw_of(p)) - off;
-}
-
-/* Direct mode: see pm_realloc_slow. */
-static void *realloc_direct(pymem_allocator *prev, void *p, size_t n, int counted)
-{
-	if (!counted) {
-		if (is_sampled(p)) /* a malloc block: pymalloc passes it to realloc, whose hook counts and samples */
-			return prev->realloc(prev->ctx, p, n);
-		if (!(n - 1 < PYMALLOC_MAX && sample_now(n)))
-			return prev->realloc(prev->ctx, p, n);
-	} else if (!sample_slow(n))
-		return prev->realloc(prev->ctx, p, n);
-	/* Sampled: grow it past pymalloc's limit, so that it moves to a malloc block, and tag that. */
-	struct countdown cd = pause_sampling();
-	char *raw = prev->realloc(prev->ctx, p, past_pymalloc(n));
-	resume_sampling(cd);
-	if (!raw)
-		return NULL;
-	memmove(raw + HDR, raw, n);
-	void *q = tag(raw, HDR);
-	record_alloc(q, n, HL_FUNC_PYMEM_REALLOC);
-	return q;
-}
-
 /*
- * p is NULL or its p[-1] looks like a tag (counted = 0), or the countdown
- * ran out on n (counted = 1: sample_slow decides).
+ * p may be sampled (counted = 0: n not counted down yet), or the countdown
+ * ran out on n (counted = 1: sample_slow decides). A realloc of a sampled
+ * block is a FREE of it, then an ALLOC if the new block is sampled.
  */
 static COLD void *pm_realloc_slow(pymem_allocator *prev, void *p, size_t n, int counted)
 {
-	if (!p)
-		return malloc_via(prev, n);
-	if (direct)
-		return realloc_direct(prev, p, n, counted);
-	int old = is_sampled(p);
+	int64_t old = p ? table_take(p) : -1;
 	int new = counted ? sample_slow(n) : n - 1 < PYMALLOC_MAX && sample_now(n);
-	if (!old && !new)
-		return prev->realloc(prev->ctx, p, n);
-	uint64_t off = old ? off_of(p) : 0;
-	if (old && n - 1 >= PYMALLOC_MAX) {
-		/* Growing past pymalloc's limit: the new block comes from malloc, whose
-		 * hook must see it (and sample it or not) like any large object. */
-		size_t have = pm_size(p, off);
-		void *q = prev->malloc(prev->ctx, n);
-		if (!q)
-			return NULL;
-		memcpy(q, p, have < n ? have : n);
-		pm_free(prev, p);
-		return q;
-	}
-	if (old)
+	if (old >= 0)
 		record_free(p);
-	char *src = old ? raw_of(p) : p;
-	uint64_t noff = new ? PYHDR : 0;
-	struct countdown cd = pause_sampling();
-	char *raw = prev->realloc(prev->ctx, src, n + (noff > off ? noff : off));
-	resume_sampling(cd);
-	if (!raw) {
-		if (old) /* the old block lives on */
-			record_alloc(p, pm_size(p, off), HL_FUNC_PYMEM_REALLOC);
+	void *q = prev->realloc(prev->ctx, p, n);
+	if (!q) {
+		if (old >= 0) /* the old block lives on */
+			keep(p, (size_t)old, HL_FUNC_PYMEM_REALLOC);
 		return NULL;
 	}
-	if (old)
-		((uint64_t *)(raw + off))[-1] = 0;
-	if (noff != off) /* the data sits at raw + off; move it to raw + noff */
-		memmove(raw + noff, raw + off, n);
-	if (!new)
-		return raw;
-	uint64_t *q = tag(raw, noff);
-	q[-3] = n;
-	record_alloc(q, n, HL_FUNC_PYMEM_REALLOC);
+	if (new)
+		keep(q, n, HL_FUNC_PYMEM_REALLOC);
 	return q;
 }
 
-static inline __attribute__((always_inline)) void *realloc_via(pymem_allocator *prev, void *p, size_t n)
+static void *pm_realloc(void *ctx, void *p, size_t n)
 {
-	if (unlikely(!p || ((uint64_t *)p)[-1] == real.secret))
+	pymem_allocator *prev = ctx;
+	if (unlikely(maybe_sampled(p)))
 		return pm_realloc_slow(prev, p, n, 0);
 	if (likely(n - 1 < PYMALLOC_MAX))
 		COUNTDOWN_OR_GOTO(n, slow);
@@ -546,47 +580,208 @@ slow:
 	return pm_realloc_slow(prev, p, n, 1);
 }
 
-static void *pm_malloc(void *ctx, size_t n) { return malloc_via(ctx, n); }
-static void *pm_calloc(void *ctx, size_t k, size_t n) { return calloc_via(ctx, k, n); }
-static void *pm_realloc(void *ctx, void *p, size_t n) { return realloc_via(ctx, p, n); }
-static void *pmd_malloc(void *ctx, size_t n) { (void)ctx; return malloc_via(&py.prev[0], n); }
-static void *pmd_calloc(void *ctx, size_t k, size_t n) { (void)ctx; return calloc_via(&py.prev[0], k, n); }
-static void *pmd_realloc(void *ctx, void *p, size_t n) { (void)ctx; return realloc_via(&py.prev[0], p, n); }
+/*
+ * Installing. PyMem_SetAllocator is called once, from the library's
+ * constructor: before main, single-threaded, outside every hook, when the
+ * MEM and OBJ domains still hold pymalloc's static defaults (an allocator
+ * may be set before Py_Initialize). The constructor then finds the two
+ * domain slots (the PyMemAllocatorEx structs in the interpreter's writable
+ * data that now hold our functions). Pre-initialisation replaces every
+ * domain when an allocator is asked for (-X dev, PYTHONDEVMODE,
+ * PYTHONMALLOC): that is seen later, from a hook's slow path on a thread
+ * that holds the GIL (every MEM and OBJ call needs it, so nothing reads the
+ * slots meanwhile), and the new allocator is wrapped by writing the slot.
+ *
+ * What the hooks call in CPython, all lock-free and allocation-free:
+ * Py_IsInitialized (reads a flag), PyGILState_GetThisThreadState (a TSS
+ * get: pthread_getspecific), _PyThreadState_UncheckedGet (≤ 3.11: an atomic
+ * load), _PyThreadState_GetCurrent / PyThreadState_GetUnchecked (3.12+: a
+ * thread-local read). Everything else is a raw load or store.
+ */
+#define NCTX 4 /* wraps per domain; a context once published is never changed */
+enum { LINK_OTHER, LINK_OURS, LINK_PYMALLOC, LINK_MALLOC };
 
-static pymem_allocator ours[2];
+static struct {
+	uintptr_t *slot[2];         /* MEM, OBJ: 5 words each, in the interpreter's data */
+	uintptr_t rw[4][2];         /* the interpreter's writable segments */
+	int nrw;
+	pymem_allocator pymalloc, raw; /* the defaults, as found at start-up */
+	pymem_allocator ctx[2][NCTX]; /* the allocators we wrap */
+	int nctx[2];
+	uint64_t state;             /* HL_PYMEM_* published */
+	void *(*unchecked_tstate)(void);
+} pm;
+
+static int rw_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	uintptr_t at = (uintptr_t)arg;
+	int found = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD && at - (info->dlpi_addr + ph->p_vaddr) < ph->p_memsz)
+			found = 1;
+	}
+	if (!found)
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum && pm.nrw < 4; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_W)) {
+			uintptr_t lo = (info->dlpi_addr + ph->p_vaddr) & ~(uintptr_t)7;
+			pm.rw[pm.nrw][0] = lo, pm.rw[pm.nrw++][1] = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+		}
+	}
+	return 1;
+}
+
+static int in_rw(uintptr_t a, size_t n)
+{
+	for (int i = 0; i < pm.nrw; i++)
+		if (a >= pm.rw[i][0] && a + n <= pm.rw[i][1] && !(a & 7))
+			return 1;
+	return 0;
+}
+
+static uintptr_t word(const uintptr_t *w) { return __atomic_load_n(w, __ATOMIC_RELAXED); }
 
 /*
- * Wraps the MEM and OBJ domains once the interpreter is initialised and this
- * thread holds the GIL. Wrapping (calling the previous allocator) is allowed
- * at any time; blocks allocated before pass through to the previous
- * allocator's free. Checked at every allocation until done (see sample_slow),
- * so few early objects are missed; given up on after many tries for programs
- * that load libpython without ever starting it.
+ * What an allocator (5 words at a) ends in: ours, pymalloc's, or malloc
+ * (PYTHONMALLOC=malloc). Wrappers that CPython installs keep the wrapped
+ * allocator in its data: tracemalloc at ctx, the debug hooks at ctx + 8.
+ */
+static int link_of(const uintptr_t *a, int depth)
+{
+	uintptr_t m = word(&a[1]);
+	if (m == (uintptr_t)pm_malloc)
+		return LINK_OURS;
+	if (m == (uintptr_t)pm.pymalloc.malloc)
+		return LINK_PYMALLOC;
+	if (m == (uintptr_t)pm.raw.malloc)
+		return LINK_MALLOC;
+	for (uintptr_t off = 0; depth > 0 && off <= 8; off += 8) {
+		uintptr_t c = word(&a[0]) + off;
+		int r = in_rw(c, 5 * sizeof(uintptr_t)) ? link_of((const uintptr_t *)c, depth - 1) : LINK_OTHER;
+		if (r != LINK_OTHER)
+			return r;
+	}
+	return LINK_OTHER;
+}
+
+static void publish(uint64_t state)
+{
+	struct hl_ring_header *h = ring_now();
+	__atomic_store_n(&pm.state, state, __ATOMIC_RELAXED);
+	if (h)
+		__atomic_store_n(&h->py_hooked, state, __ATOMIC_RELEASE);
+}
+
+/* This thread holds the GIL (lock-free reads only). */
+static int gil_held(void)
+{
+	if (py.minor >= 12)
+		return py.attached_tstate() != NULL;
+	void *t = pm.unchecked_tstate ? pm.unchecked_tstate() : NULL;
+	return t && t == py.gilstate_tstate();
+}
+
+/*
+ * Makes sure both domains run through our hooks, wrapping what replaced
+ * them. Only with the GIL held, on a running interpreter.
+ */
+static void settle(void)
+{
+	uint64_t state = HL_PYMEM_HOOKED;
+	for (int i = 0; i < 2; i++) {
+		uintptr_t *s = pm.slot[i];
+		int link = s ? link_of(s, 3) : LINK_OTHER;
+		if (link == LINK_OURS)
+			continue;
+		if (link == LINK_MALLOC) { /* every object reaches malloc, whose hook samples it */
+			state = state > HL_PYMEM_MALLOC ? state : HL_PYMEM_MALLOC;
+			continue;
+		}
+		if (!s || pm.nctx[i] >= NCTX) {
+			state = HL_PYMEM_LOST;
+			continue;
+		}
+		pymem_allocator *prev = &pm.ctx[i][pm.nctx[i]++];
+		memcpy(prev, s, sizeof *prev); /* under the GIL: nobody writes it now */
+		uintptr_t ours[5] = {(uintptr_t)prev, (uintptr_t)pm_malloc, (uintptr_t)pm_calloc, (uintptr_t)pm_realloc, (uintptr_t)pm_free};
+		for (int k = 4; k >= 0; k--)
+			__atomic_store_n(&s[k], ours[k], __ATOMIC_RELAXED);
+		if (link == LINK_OTHER && state < HL_PYMEM_FOREIGN)
+			state = HL_PYMEM_FOREIGN;
+	}
+	if (state != __atomic_load_n(&pm.state, __ATOMIC_RELAXED))
+		publish(state);
+}
+
+/* Constructor only: installs the hooks with PyMem_SetAllocator and finds the slots. */
+static void pymem_install(void)
+{
+	if (!py.get_allocator || !py.set_allocator || !table_init())
+		return publish(HL_PYMEM_LOST);
+	pm.unchecked_tstate = (void *(*)(void))dlsym(RTLD_DEFAULT, "_PyThreadState_UncheckedGet");
+	if (py.minor <= 11 && !pm.unchecked_tstate)
+		return publish(HL_PYMEM_LOST);
+	dl_iterate_phdr(rw_cb, (void *)(uintptr_t)py.set_allocator);
+	py.get_allocator(PYMEM_DOMAIN_RAW, &pm.raw);
+	py.get_allocator(PYMEM_DOMAIN_MEM, &pm.pymalloc);
+	int domains[2] = {PYMEM_DOMAIN_MEM, PYMEM_DOMAIN_OBJ};
+	for (int i = 0; i < 2; i++) {
+		pymem_allocator *prev = &pm.ctx[i][pm.nctx[i]++];
+		py.get_allocator(domains[i], prev);
+		pymem_allocator ours = {prev, pm_malloc, pm_calloc, pm_realloc, pm_free};
+		py.set_allocator(domains[i], &ours);
+		for (int r = 0; r < pm.nrw && !pm.slot[i]; r++)
+			for (uintptr_t *w = (uintptr_t *)pm.rw[r][0]; w + 5 <= (uintptr_t *)pm.rw[r][1]; w++)
+				if (w[1] == (uintptr_t)pm_malloc && w[0] == (uintptr_t)prev && w[4] == (uintptr_t)pm_free) {
+					pm.slot[i] = w;
+					break;
+				}
+	}
+	publish(HL_PYMEM_HOOKED);
+	__atomic_store_n(&py_pending, 1, __ATOMIC_RELEASE);
+}
+
+/*
+ * While py_pending, every allocation comes here (see sample_slow) until
+ * the interpreter runs and this thread holds its GIL: then the domains are
+ * settled once. Given up on after many tries, for programs that load
+ * libpython without ever starting it.
  */
 void py_try_install(void)
 {
+	static long attempts;
 	if (!__atomic_load_n(&py_pending, __ATOMIC_ACQUIRE))
 		return;
-	if (++py.attempts > 50000000) {
-		py_pending = 0;
+	if (__atomic_add_fetch(&attempts, 1, __ATOMIC_RELAXED) > 50000000) {
+		__atomic_store_n(&py_pending, 0, __ATOMIC_RELEASE);
 		return;
 	}
-	if (!py.is_initialized() || !py.gil_check() || LOAD(uint64_t, py.runtime, py.L.rt_finalizing))
+	if (!py_running() || !gil_held())
 		return;
-	if (!__atomic_exchange_n(&py_pending, 0, __ATOMIC_ACQ_REL))
+	settle();
+	__atomic_store_n(&py_pending, 0, __ATOMIC_RELEASE);
+}
+
+/* At each record: a domain that no longer runs through our hooks (tracemalloc stopped over them) is wrapped again. */
+static void pymem_check(void)
+{
+	if (__atomic_load_n(&py_pending, __ATOMIC_ACQUIRE) || !pm.slot[0] || !pm.slot[1] || !py_running() || !gil_held())
 		return;
-	int domains[2] = {PYMEM_DOMAIN_MEM, PYMEM_DOMAIN_OBJ};
-	for (int i = 0; i < 2; i++)
-		py.get_allocator(domains[i], &py.prev[i]);
-	direct = hl_rate() >= DIRECT_RATE && !py.prev[0].ctx && !memcmp(&py.prev[0], &py.prev[1], sizeof py.prev[0]);
-	for (int i = 0; i < 2; i++) {
-		if (direct) /* the context stays pymalloc's (NULL), for its free */
-			ours[i] = (pymem_allocator){NULL, pmd_malloc, pmd_calloc, pmd_realloc, py.prev[i].free};
-		else
-			ours[i] = (pymem_allocator){&py.prev[i], pm_malloc, pm_calloc, pm_realloc, pm_free};
-		py.set_allocator(domains[i], &ours[i]);
+	if (word(&pm.slot[0][1]) != (uintptr_t)pm_malloc || word(&pm.slot[1][1]) != (uintptr_t)pm_malloc)
+		settle();
+}
+
+void py_atfork_child(void)
+{
+	__atomic_store_n(&final_sent, 0, __ATOMIC_RELAXED);
+	py.generation++;
+	if (py.minor > 0) {
+		set_status(py.hex, HL_PY_ACTIVE);
+		uint64_t state = __atomic_load_n(&pm.state, __ATOMIC_RELAXED);
+		if (state)
+			publish(state);
 	}
-	struct hl_ring_header *h = ring_now();
-	if (h)
-		__atomic_store_n(&h->py_hooked, 1, __ATOMIC_RELEASE);
 }
