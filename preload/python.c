@@ -456,12 +456,16 @@ static int64_t table_take(void *p)
 	return -1;
 }
 
-/* The table has room for twice the samples of 16 GiB of live objects (at least 2^14, at most 2^24 slots); untouched pages cost nothing. */
+/*
+ * Room for twice the samples of 4 GiB of live small objects, 2^14 to 2^22
+ * slots (128 KiB at the default rate; 32 MiB at --rate 1, where every
+ * object is a sample). Untouched pages cost nothing.
+ */
 static int table_init(void)
 {
-	uint64_t want = 2 * ((16ull << 30) / (hl_rate() ? hl_rate() : 1));
+	uint64_t want = 2 * ((4ull << 30) / (hl_rate() ? hl_rate() : 1));
 	table_bits = 14;
-	while (table_bits < 24 && (1ull << table_bits) < want)
+	while (table_bits < 22 && (1ull << table_bits) < want)
 		table_bits++;
 	void *m = mmap(NULL, 8ull << table_bits, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m == MAP_FAILED)

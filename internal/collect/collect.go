@@ -480,6 +480,9 @@ func (c *Collector) end(s *stream, replaced bool) error {
 	if s.r.Malformed > 0 {
 		c.warn("%d malformed ring records of pid %d were skipped", s.r.Malformed, s.hdr.PID)
 	}
+	if note := pymemNote(s.r.Python()); note != "" {
+		c.warn("pid %d: %s", s.hdr.PID, note)
+	}
 	if replaced {
 		e.Exec = true
 	} else if ws, ok := c.exits[s.hdr.PID]; ok {

@@ -55,6 +55,22 @@ func pythonInfo(p ring.Python) (version, note string) {
 	return version, note
 }
 
+// pymemNote says when Python objects were not all sampled: the library's
+// PyMem hooks could not be put (back) in place, or sit over an allocator
+// that is not pymalloc.
+func pymemNote(p ring.Python) string {
+	if p.Status != ring.PyActive {
+		return ""
+	}
+	switch p.PyMem {
+	case ring.PyMemLost:
+		return "Python objects from pymalloc's arenas (512 bytes or less) were not sampled: the PyMem hooks could not be installed or were removed"
+	case ring.PyMemForeign:
+		return "Python's object allocator is not pymalloc: objects over 512 bytes were sampled only if it takes them from malloc"
+	}
+	return ""
+}
+
 func (c *Collector) code(s *stream, rc *ring.Code) {
 	if s.py == nil {
 		return

@@ -43,6 +43,13 @@ const (
 	PyUnsupported = 2
 	PyOff         = 3
 
+	// py_hooked: how Python objects are sampled.
+	PyMemNone    = 0 // no hooks (yet)
+	PyMemHooked  = 1 // the MEM and OBJ domains run through the hooks
+	PyMemMalloc  = 2 // the domains use malloc (PYTHONMALLOC=malloc): sampled by its hook
+	PyMemForeign = 3 // hooked over an allocator that is not pymalloc
+	PyMemLost    = 4 // objects from pymalloc's arenas are not sampled
+
 	// Byte offsets in the header.
 	offMagic        = 0
 	offVersion      = 8

@@ -44,7 +44,7 @@ type Python struct {
 	Version  uint32 // PY_VERSION_HEX, 0 if none
 	Status   uint32 // PyNone, PyActive, PyUnsupported, PyOff
 	EvalAddr uint64 // _PyEval_EvalFrameDefault: its module is the interpreter
-	Hooked   bool   // the PyMem domains are wrapped
+	PyMem    uint64 // how Python objects are sampled: PyMemNone…PyMemLost
 }
 
 // PyFrame is one Python frame of an ALLOC record, as read from the frame.
@@ -195,7 +195,7 @@ func (r *Ring) Python() Python {
 		Version:  atomic.LoadUint32(r.u32(offPyVersion)),
 		Status:   atomic.LoadUint32(r.u32(offPyStatus)),
 		EvalAddr: le.Uint64(r.mem[offPyEval:]),
-		Hooked:   atomic.LoadUint64(r.u64(offPyHooked)) != 0,
+		PyMem:    atomic.LoadUint64(r.u64(offPyHooked)),
 	}
 }
 

@@ -88,3 +88,28 @@ func TestPythonAddresses(t *testing.T) {
 		})
 	}
 }
+
+// CPython 3.13's PYTHONMALLOC=mimalloc serves every object itself, so
+// objects over pymalloc's 512 bytes never reach malloc: the small ones are
+// still sampled through the hooks, and the run says that the large ones
+// are not.
+func TestPythonForeignAllocator(t *testing.T) {
+	py, ok := pythons(t)["pyenv-3.13"]
+	if !ok {
+		t.Fatal("needs pyenv's CPython 3.13 (pyenv install 3.13)")
+	}
+	script := filepath.Join(root, "test", "workloads", "pysites.py")
+	capPath := filepath.Join(t.TempDir(), "mi.hlc")
+	res := runEnv(t, 2*time.Minute, []string{"PYTHONMALLOC=mimalloc"}, heaplensBin(t), "run", "-o", capPath,
+		"--rate", "64KiB", "--seed", "3", "--", py, script, "nodeep")
+	if res.code != 0 || !strings.Contains(res.stdout, "pysites done") {
+		t.Fatalf("exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	if !strings.Contains(res.stderr, "allocator is not pymalloc: objects over 512 bytes") {
+		t.Errorf("the run does not say that large objects were not sampled:\n%s", res.stderr)
+	}
+	line := siteLines(t, script)["keep_small"]
+	sizes := map[uint64]int{33 + 100: 100000}
+	got := report(t, capPath, "leaks").atLine(script, line)
+	checkSite(t, "keep_small retained", got, sizes, 64<<10, 0, nil)
+}
