@@ -113,3 +113,37 @@ func TestPythonForeignAllocator(t *testing.T) {
 	got := report(t, capPath, "leaks").atLine(script, line)
 	checkSite(t, "keep_small retained", got, sizes, 64<<10, 0, nil)
 }
+
+// tracemalloc started first wraps whatever the domains hold; stopping it
+// puts that back, and with -X dev (where the library had to wrap
+// tracemalloc itself) its hooks go with it. They must come back: the
+// objects made after the stop are sampled, and the ones made before it and
+// freed after it are seen freed. (tracemalloc's own tables, allocated from
+// malloc on those lines, may stay: a few KiB, against the 13 MB of objects
+// that would stay if their frees were missed.)
+func TestPythonTracemallocStop(t *testing.T) {
+	script := filepath.Join(root, "test", "workloads", "pytracestop.py")
+	sites := siteLines(t, script)
+	const rate = 16 << 10
+	for name, py := range pythons(t) {
+		for _, dev := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/dev=%v", name, dev), func(t *testing.T) {
+				command := []string{py, "-X", "tracemalloc", script}
+				if dev {
+					command = []string{py, "-X", "dev", "-X", "tracemalloc", script}
+				}
+				capPath, res := profile(t, t.TempDir(), []string{"-q", "--rate", fmt.Sprint(rate), "--seed", "5"}, command...)
+				if res.code != 0 || !strings.Contains(res.stdout, "pytracestop done") {
+					t.Fatalf("exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+				}
+				leaks := report(t, capPath, "leaks")
+				checkSite(t, "after", leaks.atLine(script, sites["after"]), map[uint64]int{33 + 100: 100000}, rate, 0, leaks.stacksAt(script, sites["after"]))
+				for _, site := range []string{"before", "again"} {
+					if got := leaks.atLine(script, sites[site]); got > 0.1*exact(map[uint64]int{33 + 100: 100000}) {
+						t.Errorf("%s: %.0f bytes live, want nearly none (all freed): %v", site, got, leaks.stacksAt(script, sites[site]))
+					}
+				}
+			})
+		}
+	}
+}
