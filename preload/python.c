@@ -690,21 +690,26 @@ static int gil_held(void)
 
 /*
  * Makes sure both domains run through our hooks, wrapping what replaced
- * them. Only with the GIL held, on a running interpreter.
+ * them. Only with the GIL held, on a running interpreter; the flag only
+ * matters where two threads hold GILs at once (3.12+'s subinterpreters
+ * with their own): the second one skips, it never waits.
  */
 static void settle(void)
 {
+	static int settling;
+	if (__atomic_exchange_n(&settling, 1, __ATOMIC_ACQUIRE))
+		return;
 	uint64_t state = HL_PYMEM_HOOKED;
 	for (int i = 0; i < 2; i++) {
 		uintptr_t *s = pm.slot[i];
-		int link = s ? link_of(s, 3) : LINK_OTHER;
+		int link = link_of(s, 3);
 		if (link == LINK_OURS)
 			continue;
 		if (link == LINK_MALLOC) { /* every object reaches malloc, whose hook samples it */
 			state = state > HL_PYMEM_MALLOC ? state : HL_PYMEM_MALLOC;
 			continue;
 		}
-		if (!s || pm.nctx[i] >= NCTX) {
+		if (pm.nctx[i] >= NCTX) {
 			state = HL_PYMEM_LOST;
 			continue;
 		}
@@ -718,6 +723,7 @@ static void settle(void)
 	}
 	if (state != __atomic_load_n(&pm.state, __ATOMIC_RELAXED))
 		publish(state);
+	__atomic_store_n(&settling, 0, __ATOMIC_RELEASE);
 }
 
 /* Constructor only: installs the hooks with PyMem_SetAllocator and finds the slots. */
@@ -743,6 +749,11 @@ static void pymem_install(void)
 					pm.slot[i] = w;
 					break;
 				}
+	}
+	if (!pm.slot[0] || !pm.slot[1]) { /* they could never be checked or repaired: take the hooks out */
+		for (int i = 0; i < 2; i++)
+			py.set_allocator(domains[i], &pm.ctx[i][0]);
+		return publish(HL_PYMEM_LOST);
 	}
 	publish(HL_PYMEM_HOOKED);
 	__atomic_store_n(&py_pending, 1, __ATOMIC_RELEASE);
