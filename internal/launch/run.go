@@ -124,6 +124,10 @@ func Run(o Options) (*Result, error) {
 	defer tick.Stop()
 	lastFlush, lastRSS := time.Now(), time.Time{}
 	rss := newRSSSampler()
+	var watch *unprofiled
+	if !o.NoFollow { // without following, children are unprofiled by request
+		watch = newUnprofiled(cmd.Process.Pid, lib)
+	}
 	var collectErr error
 loop:
 	for {
@@ -139,6 +143,15 @@ loop:
 			if collectErr == nil && time.Since(lastRSS) >= rssEvery {
 				collectErr = rss.sample(w, col.Live())
 				lastRSS = time.Now()
+				if watch != nil {
+					notes, execd := watch.scan(col.Images())
+					for _, n := range notes {
+						col.Warn(n)
+					}
+					for _, pid := range execd {
+						col.Execd(pid)
+					}
+				}
 			}
 			if time.Since(lastFlush) >= flushEvery {
 				w.Flush()

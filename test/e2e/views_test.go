@@ -38,8 +38,10 @@ type jsonDoc struct {
 			T     float64
 			Bytes float64
 		}
-		End *float64
+		End    *float64
+		Status string
 	}
+	Notes  []string
 	Total  struct{ Bytes float64 }
 	Frames []struct {
 		Label, Kind string
