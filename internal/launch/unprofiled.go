@@ -22,14 +22,22 @@ type unprofiled struct {
 	// rounds counts the consecutive rounds an image was seen unprofiled;
 	// -1 once it has been reported.
 	rounds map[image]int
+	// member remembers, by pid, whether a process is in the tree: a
+	// process outside it never enters it (reparenting moves processes up,
+	// to a subreaper or init), so each pid's stat is read once, not every
+	// round. Forgotten every fullEvery rounds, in case a pid was reused.
+	member map[int]bool
+	scans  int
 }
 
-// image is one program image of a process: an exec keeps the pid and the
-// start time but changes the executable.
+// fullEvery is how many rounds pass between full reads of /proc.
+const fullEvery = 50
+
+// image is one program image of a process: an exec keeps the pid but
+// changes the executable.
 type image struct {
-	pid   int
-	start string
-	exe   string
+	pid int
+	exe string
 }
 
 func newUnprofiled(root int, lib string) *unprofiled {
@@ -42,12 +50,12 @@ func newUnprofiled(root int, lib string) *unprofiled {
 // pids that have a ring to the executable of their newest image.
 func (u *unprofiled) scan(profiled map[int]string) (notes []string, execd []int) {
 	now := map[image]bool{}
-	for _, p := range descendants(u.root) {
-		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.pid))
-		if err != nil || profiled[p.pid] == exe {
+	for _, pid := range u.tree() {
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		if err != nil || profiled[pid] == exe {
 			continue // gone, a zombie, or profiled
 		}
-		im := image{p.pid, p.start, exe}
+		im := image{pid, exe}
 		now[im] = true
 		n := u.rounds[im]
 		if n < 0 {
@@ -58,9 +66,9 @@ func (u *unprofiled) scan(profiled map[int]string) (notes []string, execd []int)
 			continue
 		}
 		u.rounds[im] = -1
-		notes = append(notes, fmt.Sprintf("pid %d (%s) ran unprofiled: %s", p.pid, exe, whyUnprofiled(p.pid, u.lib)))
-		if _, ok := profiled[p.pid]; ok {
-			execd = append(execd, p.pid)
+		notes = append(notes, fmt.Sprintf("pid %d (%s) ran unprofiled: %s", pid, exe, whyUnprofiled(pid, u.lib)))
+		if _, ok := profiled[pid]; ok {
+			execd = append(execd, pid)
 		}
 	}
 	for im, n := range u.rounds {
@@ -71,52 +79,74 @@ func (u *unprofiled) scan(profiled map[int]string) (notes []string, execd []int)
 	return notes, execd
 }
 
-type proc struct {
-	pid   int
-	start string // field 22 of /proc/PID/stat, clock ticks since boot
-}
-
-// descendants returns root and every process below it.
-func descendants(root int) []proc {
+// tree returns the pids of the root and of every process below it, or
+// below heaplens itself (orphans of the tree come to heaplens when it is
+// a subreaper).
+func (u *unprofiled) tree() []int {
+	if u.scans++; u.member == nil || u.scans%fullEvery == 0 {
+		u.member = map[int]bool{u.root: true, os.Getpid(): false}
+	}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	children := map[int][]proc{}
-	var self *proc
+	fresh := map[int]int{} // pid -> ppid, for pids not seen before
+	var out []int
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
+		if in, ok := u.member[pid]; ok {
+			if in {
+				out = append(out, pid)
+			}
 			continue
 		}
-		// "PID (COMM) STATE PPID …": COMM may hold spaces and parentheses.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
+		if ppid, ok := parentOf(pid); ok {
+			fresh[pid] = ppid
 		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 20 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		p := proc{pid, f[19]}
-		if pid == root {
-			self = &p
-		}
-		children[ppid] = append(children[ppid], p)
 	}
-	if self == nil {
-		return nil
+	// A new process's parent may be new too: settle membership from the
+	// known ones outward.
+	for changed := true; changed; {
+		changed = false
+		for pid, ppid := range fresh {
+			in, ok := u.member[ppid]
+			if !ok {
+				continue
+			}
+			u.member[pid] = in || ppid == os.Getpid()
+			if u.member[pid] {
+				out = append(out, pid)
+			}
+			delete(fresh, pid)
+			changed = true
+		}
 	}
-	out := []proc{*self}
-	for i := 0; i < len(out); i++ {
-		out = append(out, children[out[i].pid]...)
+	for pid := range fresh { // parents gone or outside: not ours
+		u.member[pid] = false
 	}
 	return out
+}
+
+// parentOf reads the parent pid from /proc/PID/stat.
+func parentOf(pid int) (int, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// "PID (COMM) STATE PPID …": COMM may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	return ppid, err == nil
 }
 
 // whyUnprofiled says why the library is not in process pid, as far as the
