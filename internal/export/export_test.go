@@ -135,7 +135,7 @@ func TestText(t *testing.T) {
 	}{
 		{"allocs top 2", heap.Allocs(c, heap.Options{}), TextOptions{Top: 2}, `view:      allocs
 command:   ./app --n 3
-rate:      1 B (every allocation sampled)
+rate:      1 B (every allocation sampled: values are exact)
 processes: 2
   [100 app] stream 1, exited 0; dropped: 0
   [101 worker;x] stream 2, killed by signal 9; dropped: 2 alloc records, 1 free records, 64 lost ring bytes
@@ -158,7 +158,7 @@ top 2 of 4 stacks by estimated bytes:
 `},
 		{"leaks stream 1", heap.Leaks(c, heap.Options{Stream: 1}), TextOptions{}, `view:      leaks
 command:   ./app --n 3
-rate:      1 B (every allocation sampled)
+rate:      1 B (every allocation sampled: values are exact)
 processes: 1
   [100 app] stream 1, exited 0; dropped: 0
 total:     2.9 KiB (3010 bytes), 2 objects, 2 samples
@@ -176,7 +176,7 @@ top 2 of 2 stacks by estimated bytes:
 `},
 		{"leaks stream 2", heap.Leaks(c, heap.Options{Stream: 2}), TextOptions{Top: -1}, `view:      leaks
 command:   ./app --n 3
-rate:      1 B (every allocation sampled)
+rate:      1 B (every allocation sampled: values are exact)
 processes: 1
   [101 worker;x] stream 2, killed by signal 9; dropped: 2 alloc records, 1 free records, 64 lost ring bytes
 total:     2.0 KiB (2048 bytes), 2 objects, 2 samples
@@ -198,10 +198,11 @@ top 2 of 2 stacks by estimated bytes:
 		{"empty", &heap.Profile{View: "allocs", Rate: 512 << 10}, TextOptions{}, `view:      allocs
 command:   ./app --n 3
 rate:      512 KiB (mean bytes between samples)
+estimates: each sampled allocation of s bytes stands for 1/(1-(1-1/rate)^s) allocations; ± is a 95 % interval computed from the samples
 processes: 2
   [100 app] stream 1, exited 0; dropped: unknown
   [101 worker;x] stream 2, killed by signal 9; dropped: unknown
-total:     0 B (0 bytes), 0 objects, 0 samples
+total:     0 B ± 0 B (0 bytes), 0 objects, 0 samples
 
 no samples
 `},

@@ -52,8 +52,15 @@ func Summary(w io.Writer, c *capture.Capture, allocs, leaks *heap.Profile, opt S
 	fmt.Fprintf(&b, "heaplens: %s %s\n", cmd, opt.Status)
 	fmt.Fprintf(&b, "  sampled every %s on average; %d process image(s), %d samples\n",
 		size.FormatSize(c.Meta.Rate), len(c.Processes), allocs.RawSamples())
+	if c.Meta.Rate > 1 {
+		fmt.Fprintf(&b, "  estimates:  %s\n", estimatesMean)
+	}
 	if tl := opt.Timeline; tl != nil {
-		fmt.Fprintf(&b, "  peak        %10s estimated heap %s", size.Human(tl.Peak.Bytes), peakAt(tl, tl.Peak))
+		pm := ""
+		if pk := opt.Peak; pk != nil {
+			pm = plusMinus(c.Meta.Rate, pk.TotalVar)
+		}
+		fmt.Fprintf(&b, "  peak        %10s%s estimated heap %s", size.Human(tl.Peak.Bytes), pm, peakAt(tl, tl.Peak))
 		if tl.PeakRSS.Bytes > 0 {
 			fmt.Fprintf(&b, "; RSS peak %s %s", size.Human(tl.PeakRSS.Bytes), peakAt(tl, tl.PeakRSS))
 		}
@@ -62,15 +69,15 @@ func Summary(w io.Writer, c *capture.Capture, allocs, leaks *heap.Profile, opt S
 	if pk := opt.Peak; pk != nil && len(pk.Samples) > 0 {
 		fmt.Fprintf(&b, "  top sites at peak:\n")
 		for i, s := range bySite(c, pk, top) {
-			fmt.Fprintf(&b, "    %d. %10s  %s\n", i+1, size.Human(s.bytes), s.label)
+			fmt.Fprintf(&b, "    %d. %10s%s  %s\n", i+1, size.Human(s.bytes), plusMinus(c.Meta.Rate, s.v), s.label)
 		}
 	}
-	fmt.Fprintf(&b, "  allocated   %10s in %s objects (estimated)\n", size.Human(allocs.TotalBytes), count(allocs.TotalObjects))
-	fmt.Fprintf(&b, "  live at end %10s in %s objects (estimated)\n", size.Human(leaks.TotalBytes), count(leaks.TotalObjects))
+	fmt.Fprintf(&b, "  allocated   %10s%s in %s objects (estimated)\n", size.Human(allocs.TotalBytes), plusMinus(c.Meta.Rate, allocs.TotalVar), count(allocs.TotalObjects))
+	fmt.Fprintf(&b, "  live at end %10s%s in %s objects (estimated)\n", size.Human(leaks.TotalBytes), plusMinus(c.Meta.Rate, leaks.TotalVar), count(leaks.TotalObjects))
 	if len(leaks.Samples) > 0 {
 		fmt.Fprintf(&b, "  top leak suspects (live when the process ended):\n")
 		for i, s := range bySite(c, leaks, top) {
-			fmt.Fprintf(&b, "    %d. %10s  %s\n", i+1, size.Human(s.bytes), s.label)
+			fmt.Fprintf(&b, "    %d. %10s%s  %s\n", i+1, size.Human(s.bytes), plusMinus(c.Meta.Rate, s.v), s.label)
 		}
 	}
 	var da, df, lost uint64
@@ -96,19 +103,24 @@ func Summary(w io.Writer, c *capture.Capture, allocs, leaks *heap.Profile, opt S
 func count(n float64) string { return fmt.Sprintf("%.0f", n) }
 
 type site struct {
-	label string
-	bytes float64
+	label    string
+	bytes, v float64 // estimate and its variance
 }
 
 // bySite merges stacks by their innermost user frame, biggest first.
 func bySite(c *capture.Capture, p *heap.Profile, top int) []site {
-	sum := map[string]float64{}
+	sum := map[string]*site{}
 	for _, s := range p.Samples {
-		sum[UserFrame(c, s.StackID)] += s.Bytes
+		l := UserFrame(c, s.StackID)
+		if sum[l] == nil {
+			sum[l] = &site{label: l}
+		}
+		sum[l].bytes += s.Bytes
+		sum[l].v += s.Var // different stacks' samples are independent
 	}
 	out := make([]site, 0, len(sum))
-	for l, v := range sum {
-		out = append(out, site{l, v})
+	for _, s := range sum {
+		out = append(out, *s)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].bytes != out[j].bytes {

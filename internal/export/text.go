@@ -42,8 +42,8 @@ func Text(w io.Writer, c *capture.Capture, p *heap.Profile, opt TextOptions) err
 		if p.TotalBytes > 0 {
 			share = 100 * s.Bytes / p.TotalBytes
 		}
-		fmt.Fprintf(bw, "\n#%d  %s (%.0f bytes)  %.0f objects  %.1f%%  %s  %d samples\n",
-			i+1, size.Human(s.Bytes), s.Bytes, s.Objects, share, ProcessLabel(c, s.Stream), s.Count)
+		fmt.Fprintf(bw, "\n#%d  %s%s (%.0f bytes)  %.0f objects  %.1f%%  %s  %d samples\n",
+			i+1, size.Human(s.Bytes), plusMinus(p.Rate, s.Var), s.Bytes, s.Objects, share, ProcessLabel(c, s.Stream), s.Count)
 		for _, f := range StackFrames(c, s.StackID) {
 			fmt.Fprintf(bw, "      %s\n", f)
 		}
@@ -62,9 +62,10 @@ func writeTextHeader(w io.Writer, c *capture.Capture, p *heap.Profile) {
 	}
 	fmt.Fprintf(w, "command:   %s\n", cmd)
 	if p.Rate <= 1 {
-		fmt.Fprintf(w, "rate:      1 B (every allocation sampled)\n")
+		fmt.Fprintf(w, "rate:      1 B (every allocation sampled: values are exact)\n")
 	} else {
 		fmt.Fprintf(w, "rate:      %s (mean bytes between samples)\n", size.FormatSize(p.Rate))
+		fmt.Fprintf(w, "estimates: %s\n", estimatesMean)
 	}
 	var procs []*capture.Process
 	for _, pr := range c.Processes {
@@ -77,14 +78,27 @@ func writeTextHeader(w io.Writer, c *capture.Capture, p *heap.Profile) {
 		fmt.Fprintf(w, "  %s stream %d, %s; %s\n", ProcessLabel(c, pr.Stream), pr.Stream,
 			exitStatus(c.Ends[pr.Stream]), dropped(p, pr.Stream))
 	}
-	fmt.Fprintf(w, "total:     %s (%.0f bytes), %.0f objects, %d samples\n",
-		size.Human(p.TotalBytes), p.TotalBytes, p.TotalObjects, p.RawSamples())
+	fmt.Fprintf(w, "total:     %s%s (%.0f bytes), %.0f objects, %d samples\n",
+		size.Human(p.TotalBytes), plusMinus(p.Rate, p.TotalVar), p.TotalBytes, p.TotalObjects, p.RawSamples())
 	for _, n := range append(captureNotes(c, p), skewNotes(p)...) {
 		fmt.Fprintf(w, "note:      %s\n", n)
 	}
 	if n := poolNote(c, p); n != "" {
 		fmt.Fprintf(w, "pools:     %s\n", n)
 	}
+}
+
+// estimatesMean says once what an estimate and its ± are.
+const estimatesMean = "each sampled allocation of s bytes stands for 1/(1-(1-1/rate)^s) allocations; " +
+	"± is a 95 % interval computed from the samples"
+
+// plusMinus returns " ± X", the 95 % interval of an estimate of bytes with
+// variance v, or "" at rate 1, where values are exact.
+func plusMinus(rate uint64, v float64) string {
+	if rate <= 1 {
+		return ""
+	}
+	return " ± " + size.Human(heap.CI95(v))
 }
 
 func exitStatus(e *capture.End) string {
