@@ -58,14 +58,20 @@ func writeTextHeader(w io.Writer, c *capture.Capture, p *heap.Profile) {
 	fmt.Fprintf(w, "view:      %s\n", p.View)
 	cmd := strings.Join(c.Meta.Command, " ")
 	if cmd == "" {
-		cmd = "?"
+		cmd = "unknown"
 	}
 	fmt.Fprintf(w, "command:   %s\n", cmd)
-	if p.Rate <= 1 {
+	switch {
+	case p.Rate == 0: // every capture's Meta has a rate of at least 1
+		fmt.Fprintf(w, "rate:      unknown (the capture lost its first record)\n")
+	case p.Rate == 1:
 		fmt.Fprintf(w, "rate:      1 B (every allocation sampled: values are exact)\n")
-	} else {
+	default:
 		fmt.Fprintf(w, "rate:      %s (mean bytes between samples)\n", size.FormatSize(p.Rate))
 		fmt.Fprintf(w, "estimates: %s\n", estimatesMean)
+	}
+	if p.View == "live" || p.View == "peak" {
+		fmt.Fprintf(w, "at:        %.3f s since the start; estimated heap then %s\n", float64(p.At-p.Start)/1e9, size.Human(p.HeapAt))
 	}
 	var procs []*capture.Process
 	for _, pr := range c.Processes {

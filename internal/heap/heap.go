@@ -96,7 +96,7 @@ type Sample struct {
 	// Var is the estimated variance of Bytes, from the samples themselves
 	// (see CI95); 0 at rate 1, where Bytes is exact.
 	Var float64
-	TID     uint32  // the allocating thread with Options.ByThread, else 0
+	TID uint32 // the allocating thread with Options.ByThread, else 0
 }
 
 // DropStats is what a stream lost, from its End record.

@@ -54,13 +54,17 @@ const flushEvery = time.Second
 const rssEvery = 100 * time.Millisecond
 
 // Run runs the command to completion under the profiler. A command that
-// cannot be found gives ExitCode 127 and an error wrapping ErrNotFound. A
+// cannot be found gives ExitCode 127 and an error wrapping ErrNotFound, one
+// that cannot be run 126 and ErrNotExecutable, as in the shell. A
 // statically linked program is run without profiling after a warning.
 func Run(o Options) (*Result, error) {
 	if len(o.Command) == 0 {
 		return &Result{ExitCode: 2}, errors.New("no command given")
 	}
 	path, err := Resolve(o.Command[0])
+	if errors.Is(err, ErrNotExecutable) {
+		return &Result{ExitCode: 126}, err
+	}
 	if err != nil {
 		return &Result{ExitCode: 127}, err
 	}
