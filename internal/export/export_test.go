@@ -227,6 +227,25 @@ no samples
 	}
 }
 
+// Processes that sampled nothing are one line, by command: a shell
+// pipeline's helpers do not push the stacks off the screen.
+func TestTextQuietProcesses(t *testing.T) {
+	c := testCapture()
+	for i := 0; i < 78; i++ {
+		c.Processes = append(c.Processes, &capture.Process{Stream: uint32(10 + i), PID: 200 + i, Cmdline: []string{"bash"}})
+	}
+	c.Processes = append(c.Processes, &capture.Process{Stream: 99, PID: 300, Exe: "/usr/bin/sed"})
+	var buf bytes.Buffer
+	if err := Text(&buf, c, heap.Allocs(c, heap.Options{}), TextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if !strings.Contains(out, "processes: 81\n") || !strings.Contains(out, "  79 more with no samples: bash ×78, sed ×1\n") ||
+		strings.Contains(out, "[200 bash]") || !strings.Contains(out, "[100 app] stream 1") {
+		t.Errorf("process list:\n%s", out)
+	}
+}
+
 func TestTextProcessStates(t *testing.T) {
 	c := testCapture()
 	c.Processes = append(c.Processes,
@@ -235,6 +254,9 @@ func TestTextProcessStates(t *testing.T) {
 		&capture.Process{Stream: 5, PID: 103, Exe: "/bin/x"})
 	c.Ends[3] = &capture.End{Stream: 3, Exec: true}
 	c.Ends[4] = &capture.End{Stream: 4}
+	for s := uint32(3); s <= 5; s++ { // one sample each: processes without any are summed up in one line
+		c.Allocs = append(c.Allocs, capture.Alloc{Stream: s, TimeNano: 9, Addr: 0x500, Size: 8, StackID: 1})
+	}
 	var buf bytes.Buffer
 	if err := Text(&buf, c, heap.Allocs(c, heap.Options{}), TextOptions{}); err != nil {
 		t.Fatal(err)

@@ -101,16 +101,22 @@ func ProcessLabel(c *capture.Capture, stream uint32) string {
 	if p == nil {
 		return fmt.Sprintf("[? stream %d]", stream)
 	}
-	cmd := ""
+	if cmd := processName(p); cmd != "" {
+		return fmt.Sprintf("[%d %s]", p.PID, cmd)
+	}
+	return fmt.Sprintf("[%d]", p.PID)
+}
+
+// processName is the base name of a process's first command-line word,
+// else of its executable; "" when neither is known.
+func processName(p *capture.Process) string {
 	if len(p.Cmdline) > 0 && p.Cmdline[0] != "" {
-		cmd = filepath.Base(p.Cmdline[0])
-	} else if p.Exe != "" {
-		cmd = filepath.Base(p.Exe)
+		return filepath.Base(p.Cmdline[0])
 	}
-	if cmd == "" {
-		return fmt.Sprintf("[%d]", p.PID)
+	if p.Exe != "" {
+		return filepath.Base(p.Exe)
 	}
-	return fmt.Sprintf("[%d %s]", p.PID, cmd)
+	return ""
 }
 
 // foldedSafe makes a label safe for the folded format, where ';' separates

@@ -80,9 +80,28 @@ func writeTextHeader(w io.Writer, c *capture.Capture, p *heap.Profile) {
 		}
 	}
 	fmt.Fprintf(w, "processes: %d\n", len(procs))
+	sampled := sampledStreams(c)
+	quiet := map[string]int{} // command -> processes with no samples
+	var names []string
 	for _, pr := range procs {
+		if !sampled[pr.Stream] {
+			name := processName(pr)
+			if quiet[name] == 0 {
+				names = append(names, name)
+			}
+			quiet[name]++
+			continue
+		}
 		fmt.Fprintf(w, "  %s stream %d, %s; %s\n", ProcessLabel(c, pr.Stream), pr.Stream,
 			exitStatus(c.Ends[pr.Stream]), dropped(p, pr.Stream))
+	}
+	if len(names) > 0 {
+		n := 0
+		for i, name := range names {
+			n += quiet[name]
+			names[i] = fmt.Sprintf("%s ×%d", name, quiet[name])
+		}
+		fmt.Fprintf(w, "  %d more with no samples: %s\n", n, strings.Join(names, ", "))
 	}
 	fmt.Fprintf(w, "total:     %s%s (%.0f bytes), %.0f objects, %d samples\n",
 		size.Human(p.TotalBytes), plusMinus(p.Rate, p.TotalVar), p.TotalBytes, p.TotalObjects, p.RawSamples())
@@ -105,6 +124,15 @@ func plusMinus(rate uint64, v float64) string {
 		return ""
 	}
 	return " ± " + size.Human(heap.CI95(v))
+}
+
+// sampledStreams returns the streams with at least one sampled allocation.
+func sampledStreams(c *capture.Capture) map[uint32]bool {
+	m := map[uint32]bool{}
+	for i := range c.Allocs {
+		m[c.Allocs[i].Stream] = true
+	}
+	return m
 }
 
 func exitStatus(e *capture.End) string {

@@ -219,7 +219,7 @@
     var tb = document.querySelector('#top tbody'), tot = doc.total.bytes || 1, html = [];
     var esc = function (s) { return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;'); };
     topRows.slice(0, 300).forEach(function (r) {
-      html.push('<tr><td class="' + r.kind + '">' + esc(r.name) + '</td><td class="num">' + human(r.self) + pm(r.selfCI) + ' (' + (100 * r.self / tot).toFixed(1) +
+      html.push('<tr><td class="' + r.kind + '">' + esc(r.name) + '</td><td class="num">' + human(r.self) + (r.self > 0 ? pm(r.selfCI) : '') + ' (' + (100 * r.self / tot).toFixed(1) +
         '%)</td><td class="num">' + human(r.total) + pm(r.totalCI) + ' (' + (100 * r.total / tot).toFixed(1) + '%)</td><td>' + r.kind + '</td></tr>');
     });
     tb.innerHTML = html.join('');
@@ -273,7 +273,18 @@
       (doc.lifetime != null ? ' (freed within ' + (doc.lifetime * 1000) + ' ms)' : ''));
     add('command', doc.command.join(' ') || '?');
     add('rate', doc.rate <= 1 ? 'every allocation sampled: values are exact' : human(doc.rate) + ' mean bytes between samples');
-    add('processes', doc.processes.length + ': ' + doc.processes.map(function (p) { return p.label + ' ' + p.status; }).join(', '));
+    // Processes without a sample in this view are one count per command.
+    var inView = {}, shown = [], quiet = {}, names = [];
+    doc.samples.stream.forEach(function (s) { inView[s] = true; });
+    doc.processes.forEach(function (p) {
+      if (inView[p.stream]) { shown.push(p.label + ' ' + p.status); return; }
+      var name = p.label.replace(/^\[\d+ ?/, '').replace(/\]$/, '') || '?';
+      if (!quiet[name]) names.push(name);
+      quiet[name] = (quiet[name] || 0) + 1;
+    });
+    if (names.length) shown.push(names.reduce(function (n, k) { return n + quiet[k]; }, 0) + ' more with no samples: ' +
+      names.map(function (k) { return k + ' \u00d7' + quiet[k]; }).join(', '));
+    add('processes', doc.processes.length + ': ' + shown.join(', '));
     add('dropped', doc.drops.allocs + ' alloc records, ' + doc.drops.frees + ' free records, ' + doc.drops.lost_bytes + ' lost ring bytes');
     add('total', human(doc.total.bytes) + pm(doc.total.bytes_ci95) + ' (' + doc.total.bytes + ' bytes), ' + doc.total.objects + ' objects, ' + doc.total.samples + ' samples');
     if (doc.rate > 1) add('estimates', 'each sampled allocation of s bytes stands for 1/(1-(1-1/rate)^s) allocations; ± is a 95 % interval computed from the samples');
