@@ -175,3 +175,21 @@ func TestPProfMainMapping(t *testing.T) {
 		})
 	}
 }
+
+// Consecutive frames of a stripped module are one line; a lone one keeps
+// its address, and frames of another module or with symbols break the run.
+func TestStrippedFramesCollapse(t *testing.T) {
+	c := testCapture()
+	c.Mappings[9] = &capture.Mapping{ID: 9, Stream: 1, File: "/usr/lib/python3.11/lib-dynload/_json.cpython-311-x86_64-linux-gnu.so"}
+	for i := uint64(0); i < 4; i++ {
+		c.Locations[40+i] = &capture.Location{ID: 40 + i, MappingID: 9, Address: 0x7f0000000100 + i}
+	}
+	c.Locations[44] = &capture.Location{ID: 44, MappingID: 2, Address: 0x7f1000000000} // libc, no symbols
+	c.Stacks[40] = &capture.Stack{ID: 40, Locations: []uint64{40, 41, 42, 44, 43, 11}}
+	got := strings.Join(StackFrames(c, 40), " | ")
+	want := "0x7f0000000100 and 2 more frames (_json.cpython-311-x86_64-linux-gnu.so) | 0x7f1000000000 (libc.so.6) | " +
+		"0x7f0000000103 (_json.cpython-311-x86_64-linux-gnu.so) | main (main.c:7)"
+	if got != want {
+		t.Errorf("frames\n%s\nwant\n%s", got, want)
+	}
+}
