@@ -86,7 +86,15 @@ func OpenWith(path string, debugRoots []string) (f *File, err error) {
 		f.dwFile, f.dwELF = osf, ef
 	} else {
 		// The original is still needed open to read .gnu_debuglink.
-		if df, dosf := findDebugFile(path, ef, f.buildID, debugRoots); df != nil {
+		df, dosf := findDebugFile(path, ef, f.buildID, debugRoots)
+		if df == nil && Debuginfod != nil && f.buildID != "" {
+			if p := Debuginfod.fetch(f.buildID); p != "" {
+				if df, dosf = openDebugFile(p, path, f.buildID, nil); df == nil {
+					os.Remove(p) // not the debug file of this build ID
+				}
+			}
+		}
+		if df != nil {
 			all = appendSymbols(all, df)
 			f.dwFile, f.dwELF = dosf, df
 		}
