@@ -81,6 +81,7 @@ func OpenWith(path string, debugRoots []string) (f *File, err error) {
 	f = &File{path: path, buildID: buildID(ef)}
 	var all []symbol
 	all = appendSymbols(all, ef)
+	all = appendMiniDebugInfo(all, ef)
 
 	if hasDWARF(ef) {
 		f.dwFile, f.dwELF = osf, ef

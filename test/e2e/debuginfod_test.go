@@ -98,3 +98,54 @@ func TestDebuginfod(t *testing.T) {
 		})
 	}
 }
+
+// A stripped library that keeps its local functions' symbols as
+// MiniDebugInfo (.gnu_debugdata, an xz-compressed symbol table, as Fedora
+// ships them) names the static function it allocates in; the same library
+// without it shows an address.
+func TestMiniDebugInfo(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(root, "test", "workloads", "dbglib.c")
+	main := filepath.Join(root, "test", "workloads", "dbgmain.c")
+	script := `set -e
+gcc -O2 -g -fPIC -shared -o libdbglib.so ` + src + `
+nm -D libdbglib.so --format=posix --defined-only | awk '{print $1}' | sort > dynsyms
+nm libdbglib.so --format=posix --defined-only | awk '$2 == "T" || $2 == "t" {print $1}' | sort > funcsyms
+comm -13 dynsyms funcsyms > keep
+objcopy --only-keep-debug libdbglib.so full.debug
+objcopy -S --remove-section .comment --keep-symbols=keep full.debug mini
+xz -f mini
+strip --strip-all libdbglib.so
+mkdir -p plain && cp libdbglib.so plain/
+objcopy --add-section .gnu_debugdata=mini.xz libdbglib.so
+gcc -O2 -o main-mini ` + main + ` -L. -ldbglib -Wl,-rpath,` + dir + `
+gcc -O2 -o main-plain ` + main + ` -L. -ldbglib -Wl,-rpath,` + dir + `/plain
+`
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the MiniDebugInfo library: %v\n%s", err, b)
+	}
+	for _, tt := range []struct {
+		bin  string
+		want bool
+	}{{"main-mini", true}, {"main-plain", false}} {
+		t.Run(tt.bin, func(t *testing.T) {
+			capPath := filepath.Join(t.TempDir(), "mini.hlc")
+			env := append(os.Environ(), "HEAPLENS_SYMBOL_CACHE=off", "DEBUGINFOD_URLS=")
+			res := runEnv(t, 2*time.Minute, env, heaplensBin(t), "run", "-q", "--rate", "1", "-o", capPath, "--", filepath.Join(dir, tt.bin))
+			if res.code != 0 {
+				t.Fatalf("exit %d: %s", res.code, res.stderr)
+			}
+			leaks := report(t, capPath, "leaks")
+			got := false
+			for stack, bytes := range leaks {
+				leaf := stack[strings.LastIndexByte(stack, ';')+1:] // GCC may name a clone hidden_alloc.constprop.0
+				got = got || (strings.HasPrefix(leaf, "hidden_alloc") && strings.HasSuffix(leaf, " (libdbglib.so)") && bytes >= 16<<20)
+			}
+			if got != tt.want {
+				t.Errorf("hidden_alloc named: %v, want %v; leaks:\n%v", got, tt.want, leaks)
+			}
+		})
+	}
+}
