@@ -26,10 +26,11 @@ test: deps bin/heaplens
 bench: bin/heaplens
 	$(GO) run ./bench/cmd/hlbench && $(GO) run ./bench/cmd/hlpybench && $(GO) run ./bench/cmd/hlcompare -no-build
 
-demo: deps bin/heaplens
-	$(CC) -O2 -g -fomit-frame-pointer -pthread -o bin/leaky test/workloads/leaky.c
-	./bin/heaplens run -o bin/leaky.hlc -- ./bin/leaky
-	./bin/heaplens report bin/leaky.hlc --view leaks
+# The demo needs only a C compiler and Go, not the test suite's packages.
+demo:
+	./scripts/deps.sh demo
+	$(MAKE) bin/heaplens
+	./scripts/demo.sh
 
 clean:
 	rm -rf bin $(SO)

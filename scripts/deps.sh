@@ -3,24 +3,28 @@
 # of this project's kind. Idempotent: it only installs what is missing.
 set -euo pipefail
 
+# `deps.sh demo` installs only what `make demo` needs: a C compiler and make.
 need=()
 have() { command -v "$1" >/dev/null 2>&1; }
 have gcc || need+=(gcc)
-have g++ || need+=(g++)
 have make || need+=(make)
-have addr2line || need+=(binutils)
-have valgrind || need+=(valgrind)
-have chromium || need+=(chromium) # the HTML report and web UI tests drive headless Chromium
-[ -e /usr/lib/x86_64-linux-gnu/libc.a ] || need+=(libc6-dev) # the static-binary test links with -static
-# Thread-pool tests: OpenMP with clang/libomp (OMPT) beside gcc/libgomp, a second
-# libgomp copy made with patchelf, and real pools in Debian's Python packages.
-have clang || need+=(clang)
-[ -e /usr/lib/llvm-14/lib/libomp.so ] || ls /usr/lib/llvm-*/lib/libomp.so >/dev/null 2>&1 || need+=(libomp-dev)
-have patchelf || need+=(patchelf)
-pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed" || need+=("$1"); }
-for p in python3-numpy python3-sklearn python3-numexpr python3-torch libopenblas0-pthread libopenblas0-openmp; do
-	pkg "$p"
-done
+if [ "${1:-}" != demo ]; then
+	have g++ || need+=(g++)
+	have addr2line || need+=(binutils)
+	have valgrind || need+=(valgrind)
+	have chromium || need+=(chromium) # the HTML report and web UI tests drive headless Chromium
+	[ -e /usr/lib/x86_64-linux-gnu/libc.a ] || need+=(libc6-dev) # the static-binary test links with -static
+	# Thread-pool tests: OpenMP with clang/libomp (OMPT) beside gcc/libgomp, a second
+	# libgomp copy made with patchelf, and real pools in Debian's Python packages.
+	have clang || need+=(clang)
+	[ -e /usr/lib/llvm-14/lib/libomp.so ] || ls /usr/lib/llvm-*/lib/libomp.so >/dev/null 2>&1 || need+=(libomp-dev)
+	have patchelf || need+=(patchelf)
+	have debuginfod || need+=(debuginfod) # a local server for the debuginfod client's test
+	pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed" || need+=("$1"); }
+	for p in python3-numpy python3-sklearn python3-numexpr python3-torch libopenblas0-pthread libopenblas0-openmp; do
+		pkg "$p"
+	done
+fi
 
 if [ ${#need[@]} -gt 0 ]; then
 	echo "deps: installing ${need[*]}" >&2

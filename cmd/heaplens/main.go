@@ -4,7 +4,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -61,7 +60,7 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 type sizeFlag struct{ v *uint64 }
 
 func (s sizeFlag) String() string {
-	if s.v == nil {
+	if s.v == nil || *s.v == 0 { // 0: the default is the library's, stated in the usage
 		return ""
 	}
 	return size.FormatSize(*s.v)
@@ -76,8 +75,7 @@ func (s sizeFlag) Set(x string) error {
 }
 
 func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("heaplens run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("heaplens run", "heaplens run [flags] -- COMMAND [ARGS...]", args, stdout, stderr)
 	o := launch.Options{Rate: 512 << 10, Version: version, Stdin: stdin, Stdout: stdout, Stderr: stderr, Log: stderr}
 	fs.StringVar(&o.Output, "o", "", "capture file (default ./heaplens-COMMAND-PID.hlc)")
 	fs.Var(sizeFlag{&o.Rate}, "rate", "mean bytes between samples, e.g. 512KiB; 1 records every allocation")
@@ -90,12 +88,8 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	live := fs.Bool("live", false, "serve the web UI while the command runs (the URL is printed on standard error)")
 	liveAddr := fs.String("live-addr", "127.0.0.1:0", "address of the --live web UI (port 0 picks a free port)")
 	liveWait := fs.Bool("live-wait", false, "with --live, keep serving after the command ends, until interrupted")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: heaplens run [flags] -- COMMAND [ARGS...]")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return exitCode(err)
 	}
 	o.Command = fs.Args()
 	if len(o.Command) == 0 {
@@ -111,7 +105,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	res, err := launch.Run(o)
 	if err != nil {
-		if errors.Is(err, launch.ErrNotFound) {
+		if errors.Is(err, launch.ErrNotFound) || errors.Is(err, launch.ErrNotExecutable) {
 			fmt.Fprintf(stderr, "heaplens: %v\n", err)
 		} else {
 			fmt.Fprintf(stderr, "heaplens run: %v\n", err)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/export"
@@ -36,7 +37,15 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 // queryFlags registers the view and filter flags shared by report and serve.
 func queryFlags(fs *flag.FlagSet, q *export.Query) {
 	fs.StringVar(&q.View, "view", q.View, "view: "+strings.Join(export.Views, ", "))
-	fs.DurationVar(&q.At, "at", 0, "live: time into the run, e.g. 1.5s")
+	q.At = export.AtEnd
+	fs.Func("at", "live: time into the run, e.g. 1.5s (default: the end, the last allocation or free)", func(s string) error {
+		d, err := time.ParseDuration(s)
+		if err == nil && d < 0 {
+			err = errors.New("must not be negative")
+		}
+		q.At = d
+		return err
+	})
 	fs.DurationVar(&q.Lifetime, "lifetime", heap.DefaultLifetime, "temporary: blocks freed within this long of their allocation")
 	fs.DurationVar(&q.MinAge, "min-age", 0, "leaks: only blocks at least this old when the process's records end")
 	fs.IntVar(&q.PID, "pid", 0, "only this process (every image of the pid)")
@@ -60,26 +69,21 @@ func loadCapture(path, cmd string, stderr io.Writer) (c *capture.Capture, corrup
 		return nil, false, false
 	}
 	if ce != nil {
-		fmt.Fprintf(stderr, "heaplens %s: %s: %v; reporting what is valid before the damage\n", cmd, path, ce)
+		fmt.Fprintf(stderr, "heaplens %s: %v; reporting what is valid before the damage\n", cmd, ce)
 	}
 	return c, ce != nil, true
 }
 
 func reportCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("heaplens report", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("heaplens report", "heaplens report CAPTURE [--view V] [--format F] [-o OUT] [filters]", args, stdout, stderr)
 	q := export.Query{View: "leaks"}
 	queryFlags(fs, &q)
 	format := fs.String("format", "text", "output: "+strings.Join(formats, ", "))
 	out := fs.String("o", "", "write the report to this file instead of standard output")
 	top := fs.Int("top", 20, "stacks shown by the text format")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: heaplens report CAPTURE [--view V] [--format F] [-o OUT] [filters]")
-		fs.PrintDefaults()
-	}
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
-		return 2
+		return exitCode(err)
 	}
 	if len(pos) != 1 {
 		fmt.Fprintln(stderr, "heaplens report: name one capture file")
@@ -177,20 +181,19 @@ func contains(list []string, s string) bool {
 
 // serveCmd serves the web UI of a capture until interrupted.
 func serveCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("heaplens serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("heaplens serve", "heaplens serve CAPTURE [--addr HOST:PORT] [--view V]", args, stdout, stderr)
 	addr := fs.String("addr", "127.0.0.1:0", "address to listen on (port 0 picks a free port); keep 127.0.0.1 unless you mean to expose it")
 	view := fs.String("view", "peak", "view shown first: "+strings.Join(export.Views, ", "))
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: heaplens serve CAPTURE [--addr HOST:PORT] [--view V]")
-		fs.PrintDefaults()
-	}
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
-		return 2
+		return exitCode(err)
 	}
 	if len(pos) != 1 {
 		fmt.Fprintln(stderr, "heaplens serve: name one capture file")
+		return 2
+	}
+	if !contains(export.Views, *view) {
+		fmt.Fprintf(stderr, "heaplens serve: unknown view %q (%s)\n", *view, strings.Join(export.Views, ", "))
 		return 2
 	}
 	srv := &web.Server{Path: pos[0], View: *view}

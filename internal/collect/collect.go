@@ -65,6 +65,7 @@ type stream struct {
 	finalized bool      // the interpreter started shutting down: the program is done
 	late      uint64    // records after that, left out
 	corrupt   bool      // a record header could not be framed: nothing more is read
+	execd     bool      // its process exec'd an image that has no ring (see Execd)
 }
 
 type module struct {
@@ -84,6 +85,11 @@ type module struct {
 // New returns a collector for the rings in dir, writing to w. self is the
 // path of the preloaded library.
 func New(dir, self string, w *capture.Writer) *Collector {
+	if symbolize.Debuginfod == nil {
+		if d := symbolize.DefaultCacheDir(); d != "" {
+			symbolize.Debuginfod = symbolize.NewDebuginfod(filepath.Join(d, "debuginfod"))
+		}
+	}
 	return &Collector{
 		dir: dir, self: self, w: w,
 		syms:     symbolize.NewCache(),
@@ -108,6 +114,36 @@ func (c *Collector) Live() map[uint32]int {
 	}
 	return live
 }
+
+// Images returns, for each process with a running stream, the executable
+// of its newest image.
+func (c *Collector) Images() map[int]string {
+	out := map[int]string{}
+	newest := map[int]int64{}
+	for _, s := range c.order {
+		if s.ended || s.r == nil {
+			continue
+		}
+		if t, ok := newest[s.hdr.PID]; !ok || s.hdr.StartMonoNano > t {
+			newest[s.hdr.PID] = s.hdr.StartMonoNano
+			out[s.hdr.PID] = s.hdr.Exe
+		}
+	}
+	return out
+}
+
+// Execd says that pid now runs an image without a ring: its running
+// streams end as replaced by exec.
+func (c *Collector) Execd(pid int) {
+	for _, s := range c.order {
+		if !s.ended && s.hdr.PID == pid {
+			s.execd = true
+		}
+	}
+}
+
+// Warn notes a problem met outside the rings, as the collector's own.
+func (c *Collector) Warn(msg string) { c.warn("%s", msg) }
 
 // Warnings returns problems met while collecting (each once).
 func (c *Collector) Warnings() []string { return c.warnings }
@@ -171,7 +207,7 @@ func (c *Collector) Poll(final bool) error {
 		if err := c.drain(s); err != nil {
 			c.warn("%v", err)
 		}
-		replaced := s.hdr.StartMonoNano < newest[s.hdr.PID]
+		replaced := s.hdr.StartMonoNano < newest[s.hdr.PID] || s.execd
 		if final || (known && !alive) || replaced {
 			if err := c.end(s, replaced); err != nil {
 				return err

@@ -135,7 +135,7 @@ func TestText(t *testing.T) {
 	}{
 		{"allocs top 2", heap.Allocs(c, heap.Options{}), TextOptions{Top: 2}, `view:      allocs
 command:   ./app --n 3
-rate:      1 B (every allocation sampled)
+rate:      1 B (every allocation sampled: values are exact)
 processes: 2
   [100 app] stream 1, exited 0; dropped: 0
   [101 worker;x] stream 2, killed by signal 9; dropped: 2 alloc records, 1 free records, 64 lost ring bytes
@@ -158,7 +158,7 @@ top 2 of 4 stacks by estimated bytes:
 `},
 		{"leaks stream 1", heap.Leaks(c, heap.Options{Stream: 1}), TextOptions{}, `view:      leaks
 command:   ./app --n 3
-rate:      1 B (every allocation sampled)
+rate:      1 B (every allocation sampled: values are exact)
 processes: 1
   [100 app] stream 1, exited 0; dropped: 0
 total:     2.9 KiB (3010 bytes), 2 objects, 2 samples
@@ -176,7 +176,7 @@ top 2 of 2 stacks by estimated bytes:
 `},
 		{"leaks stream 2", heap.Leaks(c, heap.Options{Stream: 2}), TextOptions{Top: -1}, `view:      leaks
 command:   ./app --n 3
-rate:      1 B (every allocation sampled)
+rate:      1 B (every allocation sampled: values are exact)
 processes: 1
   [101 worker;x] stream 2, killed by signal 9; dropped: 2 alloc records, 1 free records, 64 lost ring bytes
 total:     2.0 KiB (2048 bytes), 2 objects, 2 samples
@@ -198,10 +198,11 @@ top 2 of 2 stacks by estimated bytes:
 		{"empty", &heap.Profile{View: "allocs", Rate: 512 << 10}, TextOptions{}, `view:      allocs
 command:   ./app --n 3
 rate:      512 KiB (mean bytes between samples)
+estimates: each sampled allocation of s bytes stands for 1/(1-(1-1/rate)^s) allocations; ± is a 95 % interval computed from the samples
 processes: 2
   [100 app] stream 1, exited 0; dropped: unknown
   [101 worker;x] stream 2, killed by signal 9; dropped: unknown
-total:     0 B (0 bytes), 0 objects, 0 samples
+total:     0 B ± 0 B (0 bytes), 0 objects, 0 samples
 
 no samples
 `},
@@ -226,6 +227,25 @@ no samples
 	}
 }
 
+// Processes that sampled nothing are one line, by command: a shell
+// pipeline's helpers do not push the stacks off the screen.
+func TestTextQuietProcesses(t *testing.T) {
+	c := testCapture()
+	for i := 0; i < 78; i++ {
+		c.Processes = append(c.Processes, &capture.Process{Stream: uint32(10 + i), PID: 200 + i, Cmdline: []string{"bash"}})
+	}
+	c.Processes = append(c.Processes, &capture.Process{Stream: 99, PID: 300, Exe: "/usr/bin/sed"})
+	var buf bytes.Buffer
+	if err := Text(&buf, c, heap.Allocs(c, heap.Options{}), TextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if !strings.Contains(out, "processes: 81\n") || !strings.Contains(out, "  79 more with no samples: bash ×78, sed ×1\n") ||
+		strings.Contains(out, "[200 bash]") || !strings.Contains(out, "[100 app] stream 1") {
+		t.Errorf("process list:\n%s", out)
+	}
+}
+
 func TestTextProcessStates(t *testing.T) {
 	c := testCapture()
 	c.Processes = append(c.Processes,
@@ -234,6 +254,9 @@ func TestTextProcessStates(t *testing.T) {
 		&capture.Process{Stream: 5, PID: 103, Exe: "/bin/x"})
 	c.Ends[3] = &capture.End{Stream: 3, Exec: true}
 	c.Ends[4] = &capture.End{Stream: 4}
+	for s := uint32(3); s <= 5; s++ { // one sample each: processes without any are summed up in one line
+		c.Allocs = append(c.Allocs, capture.Alloc{Stream: s, TimeNano: 9, Addr: 0x500, Size: 8, StackID: 1})
+	}
 	var buf bytes.Buffer
 	if err := Text(&buf, c, heap.Allocs(c, heap.Options{}), TextOptions{}); err != nil {
 		t.Fatal(err)

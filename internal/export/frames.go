@@ -64,9 +64,11 @@ func IsPython(loc *capture.Location) bool {
 }
 
 // StackFrames returns the frame labels of a stack, leaf first, with each
-// location's inlined functions expanded (innermost first). References the
-// capture cannot resolve become placeholders rather than errors, so damaged
-// captures still produce reports.
+// location's inlined functions expanded (innermost first). Consecutive
+// frames of one module without symbols (a stripped library) are one label,
+// "0x7f12ab and 3 more frames (libfoo.so)". References the capture cannot
+// resolve become placeholders rather than errors, so damaged captures still
+// produce reports.
 func StackFrames(c *capture.Capture, stackID uint64) []string {
 	if stackID == 0 {
 		return []string{"<no stack>"}
@@ -76,7 +78,8 @@ func StackFrames(c *capture.Capture, stackID uint64) []string {
 		return []string{fmt.Sprintf("<unknown stack %d>", stackID)}
 	}
 	frames := make([]string, 0, len(st.Locations))
-	for _, id := range st.Locations {
+	for i := 0; i < len(st.Locations); i++ {
+		id := st.Locations[i]
 		loc := c.Locations[id]
 		if loc == nil {
 			frames = append(frames, fmt.Sprintf("<unknown location %d>", id))
@@ -84,7 +87,19 @@ func StackFrames(c *capture.Capture, stackID uint64) []string {
 		}
 		m := c.Mappings[loc.MappingID] // nil for MappingID 0 or dangling
 		if len(loc.Lines) == 0 {
-			frames = append(frames, FrameLabel(loc, nil, m))
+			n := 1 // the unknown frames of the same module that follow
+			for ; i+n < len(st.Locations); n++ {
+				next := c.Locations[st.Locations[i+n]]
+				if next == nil || len(next.Lines) != 0 || next.MappingID != loc.MappingID || m == nil {
+					break
+				}
+			}
+			label := FrameLabel(loc, nil, m)
+			if n > 1 {
+				label = strings.Replace(label, " (", fmt.Sprintf(" and %d more frames (", n-1), 1)
+			}
+			frames = append(frames, label)
+			i += n - 1
 			continue
 		}
 		for i := range loc.Lines {
@@ -101,16 +116,22 @@ func ProcessLabel(c *capture.Capture, stream uint32) string {
 	if p == nil {
 		return fmt.Sprintf("[? stream %d]", stream)
 	}
-	cmd := ""
+	if cmd := processName(p); cmd != "" {
+		return fmt.Sprintf("[%d %s]", p.PID, cmd)
+	}
+	return fmt.Sprintf("[%d]", p.PID)
+}
+
+// processName is the base name of a process's first command-line word,
+// else of its executable; "" when neither is known.
+func processName(p *capture.Process) string {
 	if len(p.Cmdline) > 0 && p.Cmdline[0] != "" {
-		cmd = filepath.Base(p.Cmdline[0])
-	} else if p.Exe != "" {
-		cmd = filepath.Base(p.Exe)
+		return filepath.Base(p.Cmdline[0])
 	}
-	if cmd == "" {
-		return fmt.Sprintf("[%d]", p.PID)
+	if p.Exe != "" {
+		return filepath.Base(p.Exe)
 	}
-	return fmt.Sprintf("[%d %s]", p.PID, cmd)
+	return ""
 }
 
 // foldedSafe makes a label safe for the folded format, where ';' separates

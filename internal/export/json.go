@@ -65,9 +65,10 @@ type DocDrops struct {
 
 // DocTotal sums the samples.
 type DocTotal struct {
-	Bytes   float64 `json:"bytes"`
-	Objects float64 `json:"objects"`
-	Samples int     `json:"samples"`
+	Bytes     float64 `json:"bytes"`
+	BytesCI95 float64 `json:"bytes_ci95"` // half-width of the 95 % interval; 0 at rate 1
+	Objects   float64 `json:"objects"`
+	Samples   int     `json:"samples"`
 }
 
 // DocFrame is one function at one place. Kind is "native", "python" or
@@ -84,12 +85,14 @@ type DocFrame struct {
 // DocSamples holds one column per field; row i is one (stream, stack,
 // thread) of the view.
 type DocSamples struct {
-	Stream  []uint32 `json:"stream"`
-	Thread  []uint32 `json:"thread"`
-	Stack   []int    `json:"stack"`
-	Bytes   []int64  `json:"bytes"`
-	Objects []int64  `json:"objects"`
-	Count   []int    `json:"count"`
+	Stream []uint32 `json:"stream"`
+	Thread []uint32 `json:"thread"`
+	Stack  []int    `json:"stack"`
+	Bytes  []int64  `json:"bytes"`
+	// BytesCI95 is the half-width of each row's 95 % interval (0 at rate 1).
+	BytesCI95 []int64 `json:"bytes_ci95"`
+	Objects   []int64 `json:"objects"`
+	Count     []int   `json:"count"`
 	// Attribution says how each row's bytes were charged: "self", or for
 	// pool work "api", "openmp", "adapter", "fallback", "unattributed".
 	Attribution []string `json:"attribution"`
@@ -129,7 +132,7 @@ type DocOptions struct {
 func BuildDoc(c *capture.Capture, p *heap.Profile, opt DocOptions) *Doc {
 	d := &Doc{Schema: Schema, View: p.View, Unit: "bytes", Rate: p.Rate, Command: c.Meta.Command, Host: c.Meta.Host,
 		StartUnixNano: c.Meta.StartUnixNano, Filter: opt.Filter, Notes: []string{}, Processes: []DocProcess{},
-		Samples: DocSamples{Stream: []uint32{}, Thread: []uint32{}, Stack: []int{}, Bytes: []int64{}, Objects: []int64{}, Count: []int{}, Attribution: []string{}}}
+		Samples: DocSamples{Stream: []uint32{}, Thread: []uint32{}, Stack: []int{}, Bytes: []int64{}, BytesCI95: []int64{}, Objects: []int64{}, Count: []int{}, Attribution: []string{}}}
 	if d.Command == nil {
 		d.Command = []string{}
 	}
@@ -177,7 +180,8 @@ func BuildDoc(c *capture.Capture, p *heap.Profile, opt DocOptions) *Doc {
 	if n := poolNote(c, p); n != "" {
 		d.Notes = append(d.Notes, n)
 	}
-	d.Total = DocTotal{Bytes: math.Round(p.TotalBytes), Objects: math.Round(p.TotalObjects), Samples: p.RawSamples()}
+	d.Total = DocTotal{Bytes: math.Round(p.TotalBytes), BytesCI95: math.Round(heap.CI95(p.TotalVar)),
+		Objects: math.Round(p.TotalObjects), Samples: p.RawSamples()}
 
 	in := newInterner(c)
 	stackIdx := map[uint64]int{}
@@ -193,6 +197,7 @@ func BuildDoc(c *capture.Capture, p *heap.Profile, opt DocOptions) *Doc {
 		s.Thread = append(s.Thread, smp.TID)
 		s.Stack = append(s.Stack, si)
 		s.Bytes = append(s.Bytes, int64(math.Round(smp.Bytes)))
+		s.BytesCI95 = append(s.BytesCI95, int64(math.Round(heap.CI95(smp.Var))))
 		s.Objects = append(s.Objects, int64(math.Round(smp.Objects)))
 		s.Count = append(s.Count, smp.Count)
 		s.Attribution = append(s.Attribution, Attribution(c, smp.StackID))

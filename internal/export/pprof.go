@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -117,7 +118,32 @@ func buildPProf(c *capture.Capture, alloc, inuse *heap.Profile) *profile.Profile
 	for _, k := range order {
 		p.Sample = append(p.Sample, samples[k])
 	}
+	b.mainFirst()
 	return p
+}
+
+// mainFirst makes the first process's executable the profile's first
+// mapping, which pprof takes for the main binary ("File:" in its header),
+// adding one without addresses when no location lies in it (a Python
+// program's interpreter frames may all be hidden).
+func (b *pprofBuilder) mainFirst() {
+	if len(b.c.Processes) == 0 || b.c.Processes[0].Exe == "" {
+		return
+	}
+	exe := b.c.Processes[0].Exe
+	ms := b.p.Mapping
+	i := slices.IndexFunc(ms, func(m *profile.Mapping) bool { return m.File == exe })
+	if i < 0 {
+		ms = append(ms, &profile.Mapping{File: exe})
+		i = len(ms) - 1
+	}
+	main := ms[i]
+	copy(ms[1:i+1], ms[:i])
+	ms[0] = main
+	for j, m := range ms {
+		m.ID = uint64(j + 1)
+	}
+	b.p.Mapping = ms
 }
 
 type pprofBuilder struct {

@@ -140,3 +140,56 @@ func TestQueryErrors(t *testing.T) {
 		t.Errorf("HideFrames changed the original capture: %q", f)
 	}
 }
+
+// pprof takes the first mapping for the main binary: it is the first
+// process's executable, whatever order the stacks met the mappings in, and
+// one without addresses when no location lies in it.
+func TestPProfMainMapping(t *testing.T) {
+	tests := []struct {
+		name, exe string
+	}{
+		{"executable with locations", "/usr/bin/app"},
+		{"interpreter with none", "/usr/bin/python3.11"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := testCapture()
+			c.Processes[0].Exe = tt.exe
+			// A stack whose first native frame is libc's.
+			c.Locations[30] = &capture.Location{ID: 30, MappingID: 2, Address: 0x7f0000001000, Lines: []capture.Line{{Function: "malloc"}}}
+			c.Stacks[30] = &capture.Stack{ID: 30, Locations: []uint64{30, 10, 11}}
+			c.Allocs = append([]capture.Alloc{{Stream: 1, TID: 1, TimeNano: 1, Addr: 0x900, Size: 64, StackID: 30}}, c.Allocs...)
+			opt := heap.Options{ByThread: true}
+			p := buildPProf(c, heap.Allocs(c, opt), heap.Leaks(c, opt))
+			if err := p.CheckValid(); err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Mapping) == 0 || p.Mapping[0].File != tt.exe || p.Mapping[0].ID != 1 {
+				t.Fatalf("first mapping %+v, want %s", p.Mapping[0], tt.exe)
+			}
+			for i, m := range p.Mapping {
+				if m.ID != uint64(i+1) {
+					t.Errorf("mapping %d has ID %d", i, m.ID)
+				}
+			}
+		})
+	}
+}
+
+// Consecutive frames of a stripped module are one line; a lone one keeps
+// its address, and frames of another module or with symbols break the run.
+func TestStrippedFramesCollapse(t *testing.T) {
+	c := testCapture()
+	c.Mappings[9] = &capture.Mapping{ID: 9, Stream: 1, File: "/usr/lib/python3.11/lib-dynload/_json.cpython-311-x86_64-linux-gnu.so"}
+	for i := uint64(0); i < 4; i++ {
+		c.Locations[40+i] = &capture.Location{ID: 40 + i, MappingID: 9, Address: 0x7f0000000100 + i}
+	}
+	c.Locations[44] = &capture.Location{ID: 44, MappingID: 2, Address: 0x7f1000000000} // libc, no symbols
+	c.Stacks[40] = &capture.Stack{ID: 40, Locations: []uint64{40, 41, 42, 44, 43, 11}}
+	got := strings.Join(StackFrames(c, 40), " | ")
+	want := "0x7f0000000100 and 2 more frames (_json.cpython-311-x86_64-linux-gnu.so) | 0x7f1000000000 (libc.so.6) | " +
+		"0x7f0000000103 (_json.cpython-311-x86_64-linux-gnu.so) | main (main.c:7)"
+	if got != want {
+		t.Errorf("frames\n%s\nwant\n%s", got, want)
+	}
+}

@@ -17,7 +17,7 @@ var Views = []string{"peak", "leaks", "live", "allocs", "temporary", "timeline"}
 // flags and the web UI's URL parameters spell it.
 type Query struct {
 	View     string        // one of Views
-	At       time.Duration // live: time since the capture's start (see heap.Start)
+	At       time.Duration // live: time since the capture's start (see heap.Start); AtEnd = the end
 	Lifetime time.Duration // temporary: 0 = heap.DefaultLifetime
 	MinAge   time.Duration // leaks: only blocks at least this old at the end
 	PID      int           // only this process (all its images); 0 = all
@@ -26,6 +26,10 @@ type Query struct {
 	Hide     string        // drop frames matching this regexp from stacks
 	ByThread bool          // one sample per thread (pprof labels)
 }
+
+// AtEnd, as Query.At, asks the live view for the end of the run: the last
+// recorded allocation or free.
+const AtEnd time.Duration = -1
 
 // Result is a computed Query.
 type Result struct {
@@ -82,7 +86,11 @@ func (q Query) Compute(c *capture.Capture) (*Result, error) {
 	case "leaks":
 		r.Profile, r.Timeline = heap.LeaksAndTimeline(cc, opt)
 	case "live":
-		r.Profile = heap.Live(cc, opt, heap.Start(cc)+int64(q.At))
+		at := heap.Start(cc) + int64(q.At)
+		if q.At < 0 {
+			at = heap.LastEvent(cc)
+		}
+		r.Profile = heap.Live(cc, opt, at)
 	case "peak":
 		r.Profile, r.Timeline = heap.PeakAndTimeline(cc, opt)
 	case "temporary":

@@ -3,6 +3,8 @@ package export
 import (
 	"fmt"
 	"io"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -52,8 +54,15 @@ func Summary(w io.Writer, c *capture.Capture, allocs, leaks *heap.Profile, opt S
 	fmt.Fprintf(&b, "heaplens: %s %s\n", cmd, opt.Status)
 	fmt.Fprintf(&b, "  sampled every %s on average; %d process image(s), %d samples\n",
 		size.FormatSize(c.Meta.Rate), len(c.Processes), allocs.RawSamples())
+	if c.Meta.Rate > 1 {
+		fmt.Fprintf(&b, "  estimates:  %s\n", estimatesMean)
+	}
 	if tl := opt.Timeline; tl != nil {
-		fmt.Fprintf(&b, "  peak        %10s estimated heap %s", size.Human(tl.Peak.Bytes), peakAt(tl, tl.Peak))
+		pm := ""
+		if pk := opt.Peak; pk != nil {
+			pm = plusMinus(c.Meta.Rate, pk.TotalVar)
+		}
+		fmt.Fprintf(&b, "  peak        %10s%s estimated heap %s", size.Human(tl.Peak.Bytes), pm, peakAt(tl, tl.Peak))
 		if tl.PeakRSS.Bytes > 0 {
 			fmt.Fprintf(&b, "; RSS peak %s %s", size.Human(tl.PeakRSS.Bytes), peakAt(tl, tl.PeakRSS))
 		}
@@ -62,15 +71,15 @@ func Summary(w io.Writer, c *capture.Capture, allocs, leaks *heap.Profile, opt S
 	if pk := opt.Peak; pk != nil && len(pk.Samples) > 0 {
 		fmt.Fprintf(&b, "  top sites at peak:\n")
 		for i, s := range bySite(c, pk, top) {
-			fmt.Fprintf(&b, "    %d. %10s  %s\n", i+1, size.Human(s.bytes), s.label)
+			fmt.Fprintf(&b, "    %d. %10s%s  %s\n", i+1, size.Human(s.bytes), plusMinus(c.Meta.Rate, s.v), s.label)
 		}
 	}
-	fmt.Fprintf(&b, "  allocated   %10s in %s objects (estimated)\n", size.Human(allocs.TotalBytes), count(allocs.TotalObjects))
-	fmt.Fprintf(&b, "  live at end %10s in %s objects (estimated)\n", size.Human(leaks.TotalBytes), count(leaks.TotalObjects))
+	fmt.Fprintf(&b, "  allocated   %10s%s in %s objects (estimated)\n", size.Human(allocs.TotalBytes), plusMinus(c.Meta.Rate, allocs.TotalVar), count(allocs.TotalObjects))
+	fmt.Fprintf(&b, "  live at end %10s%s in %s objects (estimated)\n", size.Human(leaks.TotalBytes), plusMinus(c.Meta.Rate, leaks.TotalVar), count(leaks.TotalObjects))
 	if len(leaks.Samples) > 0 {
 		fmt.Fprintf(&b, "  top leak suspects (live when the process ended):\n")
 		for i, s := range bySite(c, leaks, top) {
-			fmt.Fprintf(&b, "    %d. %10s  %s\n", i+1, size.Human(s.bytes), s.label)
+			fmt.Fprintf(&b, "    %d. %10s%s  %s\n", i+1, size.Human(s.bytes), plusMinus(c.Meta.Rate, s.v), s.label)
 		}
 	}
 	var da, df, lost uint64
@@ -96,19 +105,48 @@ func Summary(w io.Writer, c *capture.Capture, allocs, leaks *heap.Profile, opt S
 func count(n float64) string { return fmt.Sprintf("%.0f", n) }
 
 type site struct {
-	label string
-	bytes float64
+	label    string
+	bytes, v float64 // estimate and its variance
 }
 
-// bySite merges stacks by their innermost user frame, biggest first.
+// bySite merges stacks by their innermost user frame, biggest first; the
+// label names the leaf that allocated the most beside it, and how many
+// other leaves there were.
 func bySite(c *capture.Capture, p *heap.Profile, top int) []site {
-	sum := map[string]float64{}
+	type acc struct {
+		site
+		leaves map[string]float64
+	}
+	sum := map[string]*acc{}
 	for _, s := range p.Samples {
-		sum[UserFrame(c, s.StackID)] += s.Bytes
+		user, leaf := UserFrame(c, s.StackID)
+		a := sum[user]
+		if a == nil {
+			a = &acc{site: site{label: user}, leaves: map[string]float64{}}
+			sum[user] = a
+		}
+		a.bytes += s.Bytes
+		a.v += s.Var // different stacks' samples are independent
+		if leaf != "" {
+			a.leaves[leaf] += s.Bytes
+		}
 	}
 	out := make([]site, 0, len(sum))
-	for l, v := range sum {
-		out = append(out, site{l, v})
+	for _, a := range sum {
+		s := a.site
+		if len(a.leaves) > 0 {
+			var most string
+			for l, b := range a.leaves {
+				if most == "" || b > a.leaves[most] || (b == a.leaves[most] && l < most) {
+					most = l
+				}
+			}
+			s.label += " via " + most
+			if n := len(a.leaves) - 1; n > 0 {
+				s.label += fmt.Sprintf(" and %d other", n)
+			}
+		}
+		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].bytes != out[j].bytes {
@@ -122,29 +160,63 @@ func bySite(c *capture.Capture, p *heap.Profile, top int) []site {
 	return out
 }
 
-// UserFrame returns the label of a stack's innermost frame outside system
-// libraries (libc, libstdc++, the loader…): the code a user can change. When
-// every frame is a system one, the leaf is returned.
-func UserFrame(c *capture.Capture, stackID uint64) string {
+// UserFrame returns the label of a stack's innermost frame in the user's
+// own code: not in a system library (libc, libstdc++, the loader…), not
+// the Python interpreter or an extension module it loaded from its own
+// directories, not the standard library, not an installed package (site-
+// or dist-packages) and not the import machinery. leaf is the stack's leaf
+// when that is another frame ("" otherwise), named by its module alone
+// when its function is unknown: a cache that json.loads fills is the
+// cache's code, via _json. When every frame is outside the user's code,
+// user is the leaf and leaf is "".
+func UserFrame(c *capture.Capture, stackID uint64) (user, leaf string) {
+	frames := StackFrames(c, stackID)
 	st := c.Stacks[stackID]
 	if st == nil || len(st.Locations) == 0 {
-		return StackFrames(c, stackID)[0]
+		return frames[0], ""
 	}
+	interp := interpreterFiles(c)
 	for _, id := range st.Locations {
 		loc := c.Locations[id]
 		if loc == nil {
 			continue
 		}
 		m := c.Mappings[loc.MappingID]
-		if m != nil && systemFile(m.File) {
+		if IsPython(loc) {
+			if len(loc.Lines) == 0 || notUsers(loc.Lines[0].File) {
+				continue
+			}
+		} else if m != nil && (systemFile(m.File) || interp[m.File] || notUsers(m.File)) {
 			continue
 		}
 		if len(loc.Lines) == 0 {
-			return FrameLabel(loc, nil, m)
+			user = FrameLabel(loc, nil, m)
+		} else {
+			user = FrameLabel(loc, &loc.Lines[0], m)
 		}
-		return FrameLabel(loc, &loc.Lines[0], m)
+		if user != frames[0] {
+			leaf = frames[0]
+			if first := c.Locations[st.Locations[0]]; first != nil && (len(first.Lines) == 0 || first.Lines[0].Function == "") {
+				if fm := c.Mappings[first.MappingID]; fm != nil && fm.File != "" {
+					leaf = filepath.Base(fm.File) // an address says nothing to a reader
+				}
+			}
+		}
+		return user, leaf
 	}
-	return StackFrames(c, stackID)[0]
+	return frames[0], ""
+}
+
+// interpreterFiles returns the executables of the capture's Python
+// processes: their native frames are the interpreter's.
+func interpreterFiles(c *capture.Capture) map[string]bool {
+	m := map[string]bool{}
+	for _, p := range c.Processes {
+		if p.Python != "" && p.Exe != "" {
+			m[p.Exe] = true
+		}
+	}
+	return m
 }
 
 func systemFile(path string) bool {
@@ -155,3 +227,17 @@ func systemFile(path string) bool {
 	}
 	return false
 }
+
+// notUsers reports whether a source file or module belongs to Python's
+// installation (the standard library and its extension modules, libpython,
+// the import machinery's frozen modules) or to an installed package.
+func notUsers(path string) bool {
+	if strings.HasPrefix(path, "<frozen ") || strings.Contains(path, "/site-packages/") ||
+		strings.Contains(path, "/dist-packages/") || strings.Contains(filepath.Base(path), "libpython") {
+		return true
+	}
+	return stdlib.MatchString(path)
+}
+
+// stdlib matches the standard library's files, PREFIX/lib/python3.X/….
+var stdlib = regexp.MustCompile(`/lib/python\d+(\.\d+)?t?/`)

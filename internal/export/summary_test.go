@@ -59,3 +59,50 @@ func TestSkewNotesDirection(t *testing.T) {
 		}
 	}
 }
+
+// A summary's site is the innermost frame of the user's own code, with the
+// leaf beside it when that is a helper of the interpreter, the standard
+// library or a package.
+func TestUserFrame(t *testing.T) {
+	c := capture.NewCapture()
+	c.Processes = []*capture.Process{{Stream: 1, PID: 1, Exe: "/usr/bin/python3.11", Python: "3.11.2"}}
+	c.Mappings[1] = &capture.Mapping{ID: 1, Stream: 1, File: "/usr/bin/python3.11"}
+	c.Mappings[2] = &capture.Mapping{ID: 2, Stream: 1, File: "/usr/lib/x86_64-linux-gnu/libc.so.6"}
+	c.Mappings[3] = &capture.Mapping{ID: 3, Stream: 1, File: "/srv/app/venv/lib/python3.11/site-packages/ujson.cpython-311-x86_64-linux-gnu.so"}
+	c.Mappings[4] = &capture.Mapping{ID: 4, Stream: 1, File: "/srv/app/libmine.so"}
+	py := func(id uint64, fn, file string, line int) {
+		c.Locations[id] = &capture.Location{ID: id, Lines: []capture.Line{{Function: fn, File: file, Line: line}}}
+	}
+	native := func(id, mapping uint64, fn string) {
+		c.Locations[id] = &capture.Location{ID: id, MappingID: mapping, Address: 0x1000 + id, Lines: []capture.Line{{Function: fn}}}
+	}
+	native(1, 2, "malloc")
+	native(2, 1, "PyObject_Malloc")
+	py(3, "JSONDecoder.raw_decode", "/usr/lib/python3.11/json/decoder.py", 353)
+	py(4, "load_cache", "/srv/app/cache.py", 12)
+	py(5, "<module>", "/srv/app/main.py", 3)
+	native(6, 3, "ujson_loads")
+	py(7, "_call_with_frames_removed", "<frozen importlib._bootstrap>", 241)
+	native(8, 4, "mine_alloc")
+	py(9, "tool", "/home/u/lib/python_tools/t.py", 5)
+	tests := []struct {
+		stack []uint64
+		want  string
+	}{
+		{[]uint64{1, 2, 3, 4, 5}, "load_cache (/srv/app/cache.py:12) | malloc (libc.so.6)"},
+		{[]uint64{4, 5}, "load_cache (/srv/app/cache.py:12) | "},
+		{[]uint64{6, 7, 5}, "<module> (/srv/app/main.py:3) | ujson_loads (ujson.cpython-311-x86_64-linux-gnu.so)"},
+		{[]uint64{10, 7, 5}, "<module> (/srv/app/main.py:3) | ujson.cpython-311-x86_64-linux-gnu.so"},
+		{[]uint64{1, 8, 5}, "mine_alloc (libmine.so) | malloc (libc.so.6)"},
+		{[]uint64{9}, "tool (/home/u/lib/python_tools/t.py:5) | "},
+		{[]uint64{1, 2, 3}, "malloc (libc.so.6) | "}, // nothing of the user's: the leaf
+	}
+	c.Locations[10] = &capture.Location{ID: 10, MappingID: 3, Address: 0x7f00beef} // stripped
+	for i, tt := range tests {
+		id := uint64(100 + i)
+		c.Stacks[id] = &capture.Stack{ID: id, Locations: tt.stack}
+		if user, leaf := UserFrame(c, id); user+" | "+leaf != tt.want {
+			t.Errorf("stack %v: %q, want %q", tt.stack, user+" | "+leaf, tt.want)
+		}
+	}
+}

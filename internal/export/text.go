@@ -42,8 +42,8 @@ func Text(w io.Writer, c *capture.Capture, p *heap.Profile, opt TextOptions) err
 		if p.TotalBytes > 0 {
 			share = 100 * s.Bytes / p.TotalBytes
 		}
-		fmt.Fprintf(bw, "\n#%d  %s (%.0f bytes)  %.0f objects  %.1f%%  %s  %d samples\n",
-			i+1, size.Human(s.Bytes), s.Bytes, s.Objects, share, ProcessLabel(c, s.Stream), s.Count)
+		fmt.Fprintf(bw, "\n#%d  %s%s (%.0f bytes)  %.0f objects  %.1f%%  %s  %d samples\n",
+			i+1, size.Human(s.Bytes), plusMinus(p.Rate, s.Var), s.Bytes, s.Objects, share, ProcessLabel(c, s.Stream), s.Count)
 		for _, f := range StackFrames(c, s.StackID) {
 			fmt.Fprintf(bw, "      %s\n", f)
 		}
@@ -58,13 +58,20 @@ func writeTextHeader(w io.Writer, c *capture.Capture, p *heap.Profile) {
 	fmt.Fprintf(w, "view:      %s\n", p.View)
 	cmd := strings.Join(c.Meta.Command, " ")
 	if cmd == "" {
-		cmd = "?"
+		cmd = "unknown"
 	}
 	fmt.Fprintf(w, "command:   %s\n", cmd)
-	if p.Rate <= 1 {
-		fmt.Fprintf(w, "rate:      1 B (every allocation sampled)\n")
-	} else {
+	switch {
+	case p.Rate == 0: // every capture's Meta has a rate of at least 1
+		fmt.Fprintf(w, "rate:      unknown (the capture lost its first record)\n")
+	case p.Rate == 1:
+		fmt.Fprintf(w, "rate:      1 B (every allocation sampled: values are exact)\n")
+	default:
 		fmt.Fprintf(w, "rate:      %s (mean bytes between samples)\n", size.FormatSize(p.Rate))
+		fmt.Fprintf(w, "estimates: %s\n", estimatesMean)
+	}
+	if p.View == "live" || p.View == "peak" {
+		fmt.Fprintf(w, "at:        %.3f s since the start; estimated heap then %s\n", float64(p.At-p.Start)/1e9, size.Human(p.HeapAt))
 	}
 	var procs []*capture.Process
 	for _, pr := range c.Processes {
@@ -73,18 +80,59 @@ func writeTextHeader(w io.Writer, c *capture.Capture, p *heap.Profile) {
 		}
 	}
 	fmt.Fprintf(w, "processes: %d\n", len(procs))
+	sampled := sampledStreams(c)
+	quiet := map[string]int{} // command -> processes with no samples
+	var names []string
 	for _, pr := range procs {
+		if !sampled[pr.Stream] {
+			name := processName(pr)
+			if quiet[name] == 0 {
+				names = append(names, name)
+			}
+			quiet[name]++
+			continue
+		}
 		fmt.Fprintf(w, "  %s stream %d, %s; %s\n", ProcessLabel(c, pr.Stream), pr.Stream,
 			exitStatus(c.Ends[pr.Stream]), dropped(p, pr.Stream))
 	}
-	fmt.Fprintf(w, "total:     %s (%.0f bytes), %.0f objects, %d samples\n",
-		size.Human(p.TotalBytes), p.TotalBytes, p.TotalObjects, p.RawSamples())
+	if len(names) > 0 {
+		n := 0
+		for i, name := range names {
+			n += quiet[name]
+			names[i] = fmt.Sprintf("%s ×%d", name, quiet[name])
+		}
+		fmt.Fprintf(w, "  %d more with no samples: %s\n", n, strings.Join(names, ", "))
+	}
+	fmt.Fprintf(w, "total:     %s%s (%.0f bytes), %.0f objects, %d samples\n",
+		size.Human(p.TotalBytes), plusMinus(p.Rate, p.TotalVar), p.TotalBytes, p.TotalObjects, p.RawSamples())
 	for _, n := range append(captureNotes(c, p), skewNotes(p)...) {
 		fmt.Fprintf(w, "note:      %s\n", n)
 	}
 	if n := poolNote(c, p); n != "" {
 		fmt.Fprintf(w, "pools:     %s\n", n)
 	}
+}
+
+// estimatesMean says once what an estimate and its ± are.
+const estimatesMean = "each sampled allocation of s bytes stands for 1/(1-(1-1/rate)^s) allocations; " +
+	"± is a 95 % interval computed from the samples"
+
+// plusMinus returns " ± X", the 95 % interval of an estimate of bytes with
+// variance v, or "" at rate 1, where values are exact.
+func plusMinus(rate uint64, v float64) string {
+	if rate <= 1 {
+		return ""
+	}
+	return " ± " + size.Human(heap.CI95(v))
+}
+
+// sampledStreams returns the streams with at least one sampled allocation.
+func sampledStreams(c *capture.Capture) map[uint32]bool {
+	m := map[uint32]bool{}
+	for i := range c.Allocs {
+		m[c.Allocs[i].Stream] = true
+	}
+	return m
 }
 
 func exitStatus(e *capture.End) string {

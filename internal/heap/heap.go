@@ -93,7 +93,10 @@ type Sample struct {
 	Bytes   float64 // estimated bytes
 	Objects float64 // estimated allocations
 	Count   int     // raw samples behind the estimate
-	TID     uint32  // the allocating thread with Options.ByThread, else 0
+	// Var is the estimated variance of Bytes, from the samples themselves
+	// (see CI95); 0 at rate 1, where Bytes is exact.
+	Var float64
+	TID uint32 // the allocating thread with Options.ByThread, else 0
 }
 
 // DropStats is what a stream lost, from its End record.
@@ -116,6 +119,7 @@ type Profile struct {
 	Samples []Sample // sorted by Bytes descending, then StackID, then Stream
 
 	TotalBytes, TotalObjects float64
+	TotalVar                 float64 // estimated variance of TotalBytes
 
 	// Drops holds the End record losses of each stream covered. A stream
 	// without an End record (the agent stopped first) is absent.
@@ -191,8 +195,13 @@ func (b *builder) add(a *capture.Alloc) {
 		b.sites[k] = s
 	}
 	w := b.w.weight(a.Size)
+	sz := float64(a.Size)
 	s.Objects += w
-	s.Bytes += w * float64(a.Size)
+	s.Bytes += w * sz
+	// Horvitz–Thompson for independent (Poisson) inclusion with probability
+	// p = 1/w: each sample adds s²(1−p)/p² = s²·w·(w−1) to the estimated
+	// variance, and samples of different allocations are independent.
+	s.Var += sz * sz * w * (w - 1)
 	s.Count++
 }
 
@@ -218,6 +227,7 @@ func (b *builder) profile(view string, c *capture.Capture, opt Options) *Profile
 	for _, s := range p.Samples {
 		p.TotalBytes += s.Bytes
 		p.TotalObjects += s.Objects
+		p.TotalVar += s.Var
 	}
 	for stream, e := range c.Ends {
 		if opt.keep(stream) {
@@ -298,6 +308,11 @@ func leaks(r *replayer, opt Options) *Profile {
 	out.LostFrees = r.lost
 	return out
 }
+
+// CI95 returns the half-width of a 95 % interval for an estimate of bytes
+// whose estimated variance is v (normal approximation): the estimate ±
+// CI95(v). It is 0 at rate 1, where estimates are exact.
+func CI95(v float64) float64 { return 1.96 * math.Sqrt(max(v, 0)) }
 
 // Variance returns the variance of the Horvitz–Thompson estimate of the
 // bytes of a site whose true allocations are sizes (size → count), sampled

@@ -38,6 +38,19 @@ func Start(c *capture.Capture) int64 {
 	return start
 }
 
+// LastEvent returns the time of the capture's last allocation or free, its
+// Start if it has none: the end of the run, as the live view sees it.
+func LastEvent(c *capture.Capture) int64 {
+	end := Start(c)
+	for i := range c.Allocs {
+		end = max(end, c.Allocs[i].TimeNano)
+	}
+	for i := range c.Frees {
+		end = max(end, c.Frees[i].TimeNano)
+	}
+	return end
+}
+
 // event is one Alloc or Free of a covered stream, in replay order. A
 // replay holds one per record, tens of millions for a long run, so it
 // keeps only what ordering needs and reads the rest from the record.

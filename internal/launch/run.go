@@ -54,13 +54,17 @@ const flushEvery = time.Second
 const rssEvery = 100 * time.Millisecond
 
 // Run runs the command to completion under the profiler. A command that
-// cannot be found gives ExitCode 127 and an error wrapping ErrNotFound. A
+// cannot be found gives ExitCode 127 and an error wrapping ErrNotFound, one
+// that cannot be run 126 and ErrNotExecutable, as in the shell. A
 // statically linked program is run without profiling after a warning.
 func Run(o Options) (*Result, error) {
 	if len(o.Command) == 0 {
 		return &Result{ExitCode: 2}, errors.New("no command given")
 	}
 	path, err := Resolve(o.Command[0])
+	if errors.Is(err, ErrNotExecutable) {
+		return &Result{ExitCode: 126}, err
+	}
 	if err != nil {
 		return &Result{ExitCode: 127}, err
 	}
@@ -124,6 +128,10 @@ func Run(o Options) (*Result, error) {
 	defer tick.Stop()
 	lastFlush, lastRSS := time.Now(), time.Time{}
 	rss := newRSSSampler()
+	var watch *unprofiled
+	if !o.NoFollow { // without following, children are unprofiled by request
+		watch = newUnprofiled(cmd.Process.Pid, lib)
+	}
 	var collectErr error
 loop:
 	for {
@@ -139,6 +147,15 @@ loop:
 			if collectErr == nil && time.Since(lastRSS) >= rssEvery {
 				collectErr = rss.sample(w, col.Live())
 				lastRSS = time.Now()
+				if watch != nil {
+					notes, execd := watch.scan(col.Images())
+					for _, n := range notes {
+						col.Warn(n)
+					}
+					for _, pid := range execd {
+						col.Execd(pid)
+					}
+				}
 			}
 			if time.Since(lastFlush) >= flushEvery {
 				w.Flush()

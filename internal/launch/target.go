@@ -6,21 +6,37 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 )
 
-// ErrNotFound means the command does not exist or is not executable.
+// ErrNotFound means the command does not exist.
 var ErrNotFound = errors.New("command not found")
+
+// ErrNotExecutable means the command names a file that cannot be run: a
+// directory, or a file without execute permission.
+var ErrNotExecutable = errors.New("cannot execute")
 
 // ErrStatic means the program is statically linked: LD_PRELOAD cannot reach it.
 var ErrStatic = errors.New("statically linked")
 
-// Resolve finds the program as the shell would.
+// Resolve finds the program as the shell would, and says, as the shell
+// does, why a name with a slash cannot be run.
 func Resolve(name string) (string, error) {
 	p, err := exec.LookPath(name)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", name, ErrNotFound)
+	if err == nil {
+		return p, nil
 	}
-	return p, nil
+	if strings.Contains(name, "/") {
+		switch st, serr := os.Stat(name); {
+		case serr == nil && st.IsDir():
+			return "", fmt.Errorf("%w %s: it is a directory", ErrNotExecutable, name)
+		case serr == nil:
+			return "", fmt.Errorf("%w %s: permission denied (not executable)", ErrNotExecutable, name)
+		case !errors.Is(serr, os.ErrNotExist):
+			return "", fmt.Errorf("%s: %w", name, serr)
+		}
+	}
+	return "", fmt.Errorf("%s: %w", name, ErrNotFound)
 }
 
 // CheckDynamic returns ErrStatic for a statically linked ELF program. Scripts

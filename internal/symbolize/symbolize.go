@@ -81,12 +81,21 @@ func OpenWith(path string, debugRoots []string) (f *File, err error) {
 	f = &File{path: path, buildID: buildID(ef)}
 	var all []symbol
 	all = appendSymbols(all, ef)
+	all = appendMiniDebugInfo(all, ef)
 
 	if hasDWARF(ef) {
 		f.dwFile, f.dwELF = osf, ef
 	} else {
 		// The original is still needed open to read .gnu_debuglink.
-		if df, dosf := findDebugFile(path, ef, f.buildID, debugRoots); df != nil {
+		df, dosf := findDebugFile(path, ef, f.buildID, debugRoots)
+		if df == nil && Debuginfod != nil && f.buildID != "" {
+			if p := Debuginfod.fetch(f.buildID); p != "" {
+				if df, dosf = openDebugFile(p, path, f.buildID, nil); df == nil {
+					os.Remove(p) // not the debug file of this build ID
+				}
+			}
+		}
+		if df != nil {
 			all = appendSymbols(all, df)
 			f.dwFile, f.dwELF = dosf, df
 		}

@@ -108,7 +108,7 @@ func (s *Server) profile(w http.ResponseWriter, r *http.Request) {
 
 // ParseQuery reads a view and its filters from URL parameters.
 func ParseQuery(get func(string) string) (export.Query, error) {
-	q := export.Query{View: get("view")}
+	q := export.Query{View: get("view"), At: export.AtEnd}
 	if q.View == "" {
 		q.View = "peak"
 	}

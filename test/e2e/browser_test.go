@@ -67,7 +67,7 @@ func TestHTMLReportInChromium(t *testing.T) {
 	b := newBrowser(t, 1200, 1000)
 	b.navigate("file://"+out, rendered, 20*time.Second)
 	hdr := pageText(b, "#header")
-	for _, want := range []string{"peak view", "rate", "64.0 KiB", "dropped", "0 alloc records", "processes", "burst"} {
+	for _, want := range []string{"peak view", "rate", "64.0 KiB", "dropped", "0 alloc records", "processes", "burst", "estimates", "95 % interval"} {
 		if !strings.Contains(hdr, want) {
 			t.Errorf("header lacks %q:\n%s", want, hdr)
 		}
@@ -80,8 +80,8 @@ func TestHTMLReportInChromium(t *testing.T) {
 	var peakBytes float64
 	b.eval("+document.getElementById('timeline').dataset.peakBytes", &peakBytes)
 	near(t, "timeline peak in the page", peakBytes, burstN, burstSz)
-	if top := pageText(b, "#top tbody tr"); !strings.Contains(top, "burst (burst.c:") {
-		t.Errorf("first row of the top table: %q, want burst", top)
+	if top := pageText(b, "#top tbody tr"); !strings.Contains(top, "burst (burst.c:") || !strings.Contains(top, " ± ") {
+		t.Errorf("first row of the top table: %q, want burst with its interval", top)
 	}
 	// Sort by self: burst (the only leaf) stays first; by name, it does not.
 	b.eval("document.querySelector('#top th[data-key=name]').click()", nil)

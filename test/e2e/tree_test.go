@@ -306,3 +306,51 @@ func TestForkExecLoopStatuses(t *testing.T) {
 		t.Errorf("statuses %v, want %d exec, %d exited 0, nothing else", count, n+1, n+2)
 	}
 }
+
+// A process of the tree that runs without the library is named in the
+// report with the reason: a static binary, a child whose environment lost
+// LD_PRELOAD, a set-user-ID program. A profiled one is not.
+func TestUnprofiledProcessesNamed(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil { // the set-user-ID program runs as nobody
+		t.Fatal(err)
+	}
+	dyn := build(t, dir, "hold.c")
+	static := filepath.Join(dir, "hold-static")
+	if b, err := exec.Command("gcc", "-O2", "-static", "-o", static, filepath.Join(root, "test", "workloads", "hold.c")).CombinedOutput(); err != nil {
+		t.Fatalf("static build: %v\n%s (libc6-dev provides libc.a)", err, b)
+	}
+	suid := filepath.Join(dir, "hold-suid")
+	if b, err := exec.Command("sh", "-c", fmt.Sprintf("cp %s %s && chown nobody %s && chmod u+s %s", dyn, suid, suid, suid)).CombinedOutput(); err != nil {
+		t.Fatalf("set-user-ID copy: %v\n%s", err, b)
+	}
+	profiled := filepath.Join(dir, "hold-profiled")
+	if err := os.Link(dyn, profiled); err != nil {
+		t.Fatal(err)
+	}
+	capPath := filepath.Join(dir, "unprof.hlc")
+	script := fmt.Sprintf("%s 1 500; env -u LD_PRELOAD %s 1 500; %s 1 500; %s 1 500", static, dyn, suid, profiled)
+	res := run(t, 2*time.Minute, heaplensBin(t), "run", "-o", capPath, "--", "sh", "-c", script)
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	d := reportJSON(t, capPath, "--view", "leaks")
+	notes := strings.Join(d.Notes, "\n")
+	for _, want := range []string{
+		"(" + static + ") ran unprofiled: it is statically linked",
+		"(" + dyn + ") ran unprofiled: its environment does not pass on heaplens's LD_PRELOAD",
+		"(" + suid + ") ran unprofiled: it is a set-user-ID or set-group-ID program",
+	} {
+		if !strings.Contains(notes, want) || !strings.Contains(res.stderr, want) {
+			t.Errorf("neither report nor run says %q:\nreport notes:\n%s\nrun:\n%s", want, notes, res.stderr)
+		}
+	}
+	if strings.Contains(notes, profiled) {
+		t.Errorf("the profiled process is named as unprofiled:\n%s", notes)
+	}
+	for _, p := range d.Processes { // env's image was replaced by the one it exec'd
+		if strings.Contains(p.Status, "unknown") {
+			t.Errorf("pid %d: %s", p.PID, p.Status)
+		}
+	}
+}

@@ -11,6 +11,8 @@
   var doc = null, tree = null, zoom = 0, zoomPath = [], searchRe = null, matchFrame = null;
   var topRows = [], topKey = 'self', renders = 0;
 
+  // " ± X": a 95 % interval, except at rate 1 where values are exact.
+  function pm(ci) { return doc.rate > 1 ? ' ± ' + human(ci) : ''; }
   function human(b) {
     var u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'], i = 0, v = Math.abs(b);
     while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
@@ -190,15 +192,18 @@
   // ---- top table --------------------------------------------------------
   function buildTop() {
     var nf = doc.frames.length, self = new Float64Array(nf), total = new Float64Array(nf), seen = new Int32Array(nf).fill(-1);
+    // Variances add over rows (different allocations are sampled independently).
+    var selfVar = new Float64Array(nf), totalVar = new Float64Array(nf);
     var S = doc.samples;
     for (var s = 0; s < S.stack.length; s++) {
-      var b = S.bytes[s], st = doc.stacks[S.stack[s]];
+      var b = S.bytes[s], st = doc.stacks[S.stack[s]], v = Math.pow((S.bytes_ci95 ? S.bytes_ci95[s] : 0) / 1.96, 2);
       if (b <= 0 || st.length === 0) continue;
-      self[st[0]] += b;
-      for (var j = 0; j < st.length; j++) { var f = st[j]; if (seen[f] !== s) { seen[f] = s; total[f] += b; } }
+      self[st[0]] += b; selfVar[st[0]] += v;
+      for (var j = 0; j < st.length; j++) { var f = st[j]; if (seen[f] !== s) { seen[f] = s; total[f] += b; totalVar[f] += v; } }
     }
     topRows = [];
-    for (var i = 0; i < nf; i++) if (total[i] > 0) topRows.push({ name: doc.frames[i].label, kind: doc.frames[i].kind, self: self[i], total: total[i] });
+    for (var i = 0; i < nf; i++) if (total[i] > 0) topRows.push({ name: doc.frames[i].label, kind: doc.frames[i].kind, self: self[i], total: total[i],
+      selfCI: 1.96 * Math.sqrt(selfVar[i]), totalCI: 1.96 * Math.sqrt(totalVar[i]) });
     sortTop(topKey);
   }
 
@@ -214,8 +219,8 @@
     var tb = document.querySelector('#top tbody'), tot = doc.total.bytes || 1, html = [];
     var esc = function (s) { return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;'); };
     topRows.slice(0, 300).forEach(function (r) {
-      html.push('<tr><td class="' + r.kind + '">' + esc(r.name) + '</td><td class="num">' + human(r.self) + ' (' + (100 * r.self / tot).toFixed(1) +
-        '%)</td><td class="num">' + human(r.total) + ' (' + (100 * r.total / tot).toFixed(1) + '%)</td><td>' + r.kind + '</td></tr>');
+      html.push('<tr><td class="' + r.kind + '">' + esc(r.name) + '</td><td class="num">' + human(r.self) + (r.self > 0 ? pm(r.selfCI) : '') + ' (' + (100 * r.self / tot).toFixed(1) +
+        '%)</td><td class="num">' + human(r.total) + pm(r.totalCI) + ' (' + (100 * r.total / tot).toFixed(1) + '%)</td><td>' + r.kind + '</td></tr>');
     });
     tb.innerHTML = html.join('');
   }
@@ -267,10 +272,22 @@
     add('view', doc.view + (doc.at != null ? ' at ' + secs(doc.at) + ' (estimated heap ' + human(doc.heap_at) + ')' : '') +
       (doc.lifetime != null ? ' (freed within ' + (doc.lifetime * 1000) + ' ms)' : ''));
     add('command', doc.command.join(' ') || '?');
-    add('rate', doc.rate <= 1 ? 'every allocation sampled' : human(doc.rate) + ' mean bytes between samples');
-    add('processes', doc.processes.length + ': ' + doc.processes.map(function (p) { return p.label + ' ' + p.status; }).join(', '));
+    add('rate', doc.rate <= 1 ? 'every allocation sampled: values are exact' : human(doc.rate) + ' mean bytes between samples');
+    // Processes without a sample in this view are one count per command.
+    var inView = {}, shown = [], quiet = {}, names = [];
+    doc.samples.stream.forEach(function (s) { inView[s] = true; });
+    doc.processes.forEach(function (p) {
+      if (inView[p.stream]) { shown.push(p.label + ' ' + p.status); return; }
+      var name = p.label.replace(/^\[\d+ ?/, '').replace(/\]$/, '') || '?';
+      if (!quiet[name]) names.push(name);
+      quiet[name] = (quiet[name] || 0) + 1;
+    });
+    if (names.length) shown.push(names.reduce(function (n, k) { return n + quiet[k]; }, 0) + ' more with no samples: ' +
+      names.map(function (k) { return k + ' \u00d7' + quiet[k]; }).join(', '));
+    add('processes', doc.processes.length + ': ' + shown.join(', '));
     add('dropped', doc.drops.allocs + ' alloc records, ' + doc.drops.frees + ' free records, ' + doc.drops.lost_bytes + ' lost ring bytes');
-    add('total', human(doc.total.bytes) + ' (' + doc.total.bytes + ' bytes), ' + doc.total.objects + ' objects, ' + doc.total.samples + ' samples');
+    add('total', human(doc.total.bytes) + pm(doc.total.bytes_ci95) + ' (' + doc.total.bytes + ' bytes), ' + doc.total.objects + ' objects, ' + doc.total.samples + ' samples');
+    if (doc.rate > 1) add('estimates', 'each sampled allocation of s bytes stands for 1/(1-(1-1/rate)^s) allocations; ± is a 95 % interval computed from the samples');
     if (doc.timeline) add('peak', human(doc.timeline.peak.bytes) + ' estimated at ' + secs(doc.timeline.peak.t) +
       (doc.timeline.peak_rss ? '; RSS peak ' + human(doc.timeline.peak_rss.bytes) + ' at ' + secs(doc.timeline.peak_rss.t) : ''));
     if (doc.filter) { var ks = Object.keys(doc.filter); if (ks.length) add('filters', ks.map(function (k) { return k + '=' + doc.filter[k]; }).join(' ')); }

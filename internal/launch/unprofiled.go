@@ -1,0 +1,193 @@
+package launch
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// unprofiled finds the processes of the profiled tree that run without the
+// library (a static binary, a set-user-ID program, a child whose
+// environment lost LD_PRELOAD, …), so that the report names each one and
+// why, instead of staying silent about it. It looks at /proc every RSS
+// round; a process that lives less than two rounds is not seen.
+type unprofiled struct {
+	root int
+	lib  string
+	// rounds counts the consecutive rounds an image was seen unprofiled;
+	// -1 once it has been reported.
+	rounds map[image]int
+	// member remembers, by pid, whether a process is in the tree: a
+	// process outside it never enters it (reparenting moves processes up,
+	// to a subreaper or init), so each pid's stat is read once, not every
+	// round. Forgotten every fullEvery rounds, in case a pid was reused.
+	member map[int]bool
+	scans  int
+}
+
+// fullEvery is how many rounds pass between full reads of /proc.
+const fullEvery = 50
+
+// image is one program image of a process: an exec keeps the pid but
+// changes the executable.
+type image struct {
+	pid int
+	exe string
+}
+
+func newUnprofiled(root int, lib string) *unprofiled {
+	return &unprofiled{root: root, lib: lib, rounds: map[image]int{}}
+}
+
+// scan looks at every process of the tree and returns a note for each image
+// seen without a ring for two rounds in a row, and the pids among those
+// whose ring belongs to an image they exec'd away from. profiled maps the
+// pids that have a ring to the executable of their newest image.
+func (u *unprofiled) scan(profiled map[int]string) (notes []string, execd []int) {
+	now := map[image]bool{}
+	for _, pid := range u.tree() {
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		if err != nil || profiled[pid] == exe {
+			continue // gone, a zombie, or profiled
+		}
+		im := image{pid, exe}
+		now[im] = true
+		n := u.rounds[im]
+		if n < 0 {
+			continue
+		}
+		if n++; n < 2 {
+			u.rounds[im] = n
+			continue
+		}
+		u.rounds[im] = -1
+		notes = append(notes, fmt.Sprintf("pid %d (%s) ran unprofiled: %s", pid, exe, whyUnprofiled(pid, u.lib)))
+		if _, ok := profiled[pid]; ok {
+			execd = append(execd, pid)
+		}
+	}
+	for im, n := range u.rounds {
+		if n >= 0 && !now[im] {
+			delete(u.rounds, im) // it got its ring, or ended before it counted
+		}
+	}
+	return notes, execd
+}
+
+// tree returns the pids of the root and of every process below it, or
+// below heaplens itself (orphans of the tree come to heaplens when it is
+// a subreaper).
+func (u *unprofiled) tree() []int {
+	if u.scans++; u.member == nil || u.scans%fullEvery == 0 {
+		u.member = map[int]bool{u.root: true, os.Getpid(): false}
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	fresh := map[int]int{} // pid -> ppid, for pids not seen before
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if in, ok := u.member[pid]; ok {
+			if in {
+				out = append(out, pid)
+			}
+			continue
+		}
+		if ppid, ok := parentOf(pid); ok {
+			fresh[pid] = ppid
+		}
+	}
+	// A new process's parent may be new too: settle membership from the
+	// known ones outward.
+	for changed := true; changed; {
+		changed = false
+		for pid, ppid := range fresh {
+			in, ok := u.member[ppid]
+			if !ok {
+				continue
+			}
+			u.member[pid] = in || ppid == os.Getpid()
+			if u.member[pid] {
+				out = append(out, pid)
+			}
+			delete(fresh, pid)
+			changed = true
+		}
+	}
+	for pid := range fresh { // parents gone or outside: not ours
+		u.member[pid] = false
+	}
+	return out
+}
+
+// parentOf reads the parent pid from /proc/PID/stat.
+func parentOf(pid int) (int, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// "PID (COMM) STATE PPID …": COMM may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	return ppid, err == nil
+}
+
+// whyUnprofiled says why the library is not in process pid, as far as the
+// program file, the process's environment and its mappings tell.
+func whyUnprofiled(pid int, lib string) string {
+	exe := fmt.Sprintf("/proc/%d/exe", pid)
+	if err := CheckDynamic(exe); errors.Is(err, ErrStatic) {
+		return "it is statically linked, and LD_PRELOAD cannot reach its allocator"
+	}
+	if st, err := os.Stat(exe); err == nil && st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+		return "it is a set-user-ID or set-group-ID program, for which the loader ignores LD_PRELOAD"
+	}
+	if _, err := unix.Getxattr(exe, "security.capability", nil); err == nil {
+		return "it has file capabilities, for which the loader ignores LD_PRELOAD"
+	}
+	if maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid)); err == nil && bytes.Contains(maps, []byte(lib)) {
+		if uid := processUID(pid); uid >= 0 && uid != os.Getuid() {
+			return fmt.Sprintf("it loaded the library but runs as uid %d, which cannot write heaplens's rings", uid)
+		}
+		return "it loaded the library but created no ring"
+	}
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err == nil && !bytes.Contains(env, []byte(lib)) {
+		return "its environment does not pass on heaplens's LD_PRELOAD (cleared by env -i, sudo or the program)"
+	}
+	return "the library did not load, for a reason heaplens cannot see"
+}
+
+// processUID returns the real uid of pid, -1 if unknown.
+func processUID(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
+			uid, err := strconv.Atoi(f[1])
+			if err == nil {
+				return uid
+			}
+		}
+	}
+	return -1
+}

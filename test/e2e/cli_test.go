@@ -1,0 +1,81 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// What a newcomer sees when a command is mistyped or help is asked for.
+func TestCLIMessages(t *testing.T) {
+	dir := t.TempDir()
+	capPath := profileBurst(t)
+	whole, err := os.ReadFile(capPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trunc := filepath.Join(dir, "trunc.hlc")
+	if err := os.WriteFile(trunc, whole[:len(whole)/3], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		args       []string
+		code       int
+		stdout     []string // each must appear
+		stderr     []string
+		notOut     []string // none may appear
+		stderrOnce string   // appears exactly once in stderr
+	}{
+		{name: "not executable", args: []string{"run", "--", "/etc/passwd"}, code: 126,
+			stderr: []string{"cannot execute /etc/passwd: permission denied (not executable)"}},
+		{name: "directory", args: []string{"run", "--", dir}, code: 126,
+			stderr: []string{"cannot execute " + dir + ": it is a directory"}},
+		{name: "missing", args: []string{"run", "--", "no-such-command-heaplens"}, code: 127,
+			stderr: []string{"no-such-command-heaplens: command not found"}},
+		{name: "run help", args: []string{"run", "--help"}, code: 0,
+			stdout: []string{"usage: heaplens run [flags] -- COMMAND", "-ring-size", "(default 16MiB)"}, notOut: []string{"(default 0"}},
+		{name: "report help", args: []string{"report", "-h"}, code: 0,
+			stdout: []string{"usage: heaplens report CAPTURE", "-view", "-at"}, notOut: []string{"-1ns"}},
+		{name: "serve help", args: []string{"serve", "--help"}, code: 0, stdout: []string{"usage: heaplens serve CAPTURE"}},
+		{name: "bad flag", args: []string{"run", "--bogus", "--", "true"}, code: 2,
+			stderr: []string{"flag provided but not defined: -bogus", "usage: heaplens run"}},
+		{name: "serve bad view", args: []string{"serve", capPath, "--view", "nope"}, code: 2, stderr: []string{`unknown view "nope"`}},
+		{name: "truncated capture", args: []string{"report", trunc}, code: 1,
+			stdout: []string{"command:   unknown", "rate:      unknown"}, notOut: []string{"rate:      1 B", "command:   ?"},
+			stderr: []string{"corrupt chunk", "reporting what is valid"}, stderrOnce: trunc},
+		{name: "live defaults to the end", args: []string{"report", capPath, "--view", "live"}, code: 0,
+			stdout: []string{"view:      live", "at:        ", "s since the start", "hold (burst.c:"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := run(t, time.Minute, heaplensBin(t), tt.args...)
+			if r.code != tt.code {
+				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", r.code, tt.code, r.stdout, r.stderr)
+			}
+			for _, w := range tt.stdout {
+				if !strings.Contains(r.stdout, w) {
+					t.Errorf("stdout lacks %q:\n%s", w, r.stdout)
+				}
+			}
+			for _, w := range tt.notOut {
+				if strings.Contains(r.stdout, w) {
+					t.Errorf("stdout has %q:\n%s", w, r.stdout)
+				}
+			}
+			for _, w := range tt.stderr {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, r.stderr)
+				}
+			}
+			if tt.stderrOnce != "" && strings.Count(r.stderr, tt.stderrOnce) != 1 {
+				t.Errorf("stderr names %s %d times:\n%s", tt.stderrOnce, strings.Count(r.stderr, tt.stderrOnce), r.stderr)
+			}
+			if tt.code == 0 && strings.Contains(strings.Join(tt.args, " "), "help") && r.stderr != "" {
+				t.Errorf("help wrote to stderr: %s", r.stderr)
+			}
+		})
+	}
+}
