@@ -90,6 +90,10 @@ func TestPythonProcessTree(t *testing.T) {
 						kind = "forkserver"
 					}
 					workers[kind]++
+					// A fork child knows its interpreter from its parent.
+					if p.Python == "" || p.Python != main.Python {
+						t.Errorf("%s worker %d: Python %q, the parent's is %q", kind, p.PID, p.Python, main.Python)
+					}
 					checkSite(t, fmt.Sprintf("%s worker %d keep_init", kind, p.PID), kept, map[uint64]int{33 + 1000: 4000}, rate, 0, nil)
 				case strings.Contains(cmd, "# SITE:child"):
 					children++
