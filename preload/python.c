@@ -3,8 +3,9 @@
  * allocating thread's Python frames with raw loads (never a call into CPython
  * that could allocate, run the GC or release the GIL), send each code object
  * once, and hook the PyMem domains so that objects served from pymalloc's
- * arenas are sampled too, where the allocator puts them. Offsets: ../shared/reference/cpython-stacks.md,
- * verified on CPython 3.8–3.13; 3.13 reads its own _Py_DebugOffsets.
+ * arenas are sampled too, where the allocator puts them. Offsets (the
+ * layouts table) are verified on CPython 3.8–3.13; 3.13 reads its own
+ * _Py_DebugOffsets. See docs/python.md.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
