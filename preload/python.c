@@ -61,6 +61,7 @@ static struct {
 	long attempts;
 	uint32_t generation; /* bumped in a fork child: its ring has seen no code yet */
 	uintptr_t text_lo, text_hi; /* the interpreter's code (libpython, or the executable) */
+	void *eval; /* _PyEval_EvalFrameDefault, looked up once: a fork child must not call dlsym */
 } py;
 
 static void set_status(uint32_t version, uint32_t status)
@@ -68,7 +69,7 @@ static void set_status(uint32_t version, uint32_t status)
 	struct hl_ring_header *h = ring_now();
 	if (h) {
 		h->py_version = version;
-		h->py_eval = (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+		h->py_eval = (uint64_t)(uintptr_t)py.eval;
 		__atomic_store_n(&h->py_status, status, __ATOMIC_RELEASE);
 	}
 }
@@ -103,6 +104,7 @@ void py_detect(void)
 	const char *(*get_version)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
 	if (!get_version)
 		return;
+	py.eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
 	if (env && env[0] == '0') {
 		set_status(0, HL_PY_OFF);
 		py.minor = -1;
@@ -144,9 +146,8 @@ void py_detect(void)
 	}
 	py.minor = minor;
 	set_status(hex, HL_PY_ACTIVE);
-	void *eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
-	if (eval)
-		module_range((uintptr_t)eval, &py.text_lo, &py.text_hi);
+	if (py.eval)
+		module_range((uintptr_t)py.eval, &py.text_lo, &py.text_hi);
 	const char *pm = getenv("PYTHONMALLOC"); /* without pymalloc every object already reaches malloc */
 	if (py.is_initialized && py.gil_check && py.get_allocator && py.set_allocator && (!pm || !strcmp(pm, "pymalloc")))
 		__atomic_store_n(&py_pending, 1, __ATOMIC_RELEASE);

@@ -33,6 +33,8 @@ type Collector struct {
 	exits    map[int]syscall.WaitStatus
 	awaited  map[int]bool // pids whose end the agent learns by waiting
 	warnings []string
+	// unprofiled names the processes that could not get a ring.
+	unprofiled []string
 
 	// NativePythonInternals keeps the interpreter's own frames in stacks
 	// that have Python frames.
@@ -108,8 +110,11 @@ func (c *Collector) Live() map[uint32]int {
 	return live
 }
 
-// Warnings returns problems met while collecting (each once).
-func (c *Collector) Warnings() []string { return c.warnings }
+// Warnings returns problems met while collecting (each once), then the
+// processes that ran unprofiled.
+func (c *Collector) Warnings() []string {
+	return append(append([]string(nil), c.warnings...), c.unprofiledWarnings()...)
+}
 
 func (c *Collector) warn(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
@@ -178,7 +183,7 @@ func (c *Collector) discover() error {
 	}
 	var fresh []*stream
 	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), "ring.") {
+		if c.unprofiledMarker(e.Name()) || !strings.HasPrefix(e.Name(), "ring.") {
 			continue
 		}
 		info, err := e.Info()
@@ -204,7 +209,9 @@ func (c *Collector) discover() error {
 		// Mapped now: unlinked, the memory goes away with the last process
 		// that maps it, even if heaplens itself is killed.
 		os.Remove(path)
-		fresh = append(fresh, &stream{name: name, r: r, hdr: r.Header(), locs: map[uint64]uint64{}})
+		h := r.Header()
+		c.ringNotes(h)
+		fresh = append(fresh, &stream{name: name, r: r, hdr: h, locs: map[uint64]uint64{}})
 	}
 	// Parents before children, earlier images before later ones.
 	sort.Slice(fresh, func(i, j int) bool {
