@@ -33,8 +33,8 @@ type Collector struct {
 	exits    map[int]syscall.WaitStatus
 	awaited  map[int]bool // pids whose end the agent learns by waiting
 	warnings []string
-	// unprofiled names the processes that could not get a ring.
-	unprofiled []string
+	// notes name processes that ran unprofiled or with less than asked for.
+	notes []string
 
 	// NativePythonInternals keeps the interpreter's own frames in stacks
 	// that have Python frames.
@@ -111,9 +111,9 @@ func (c *Collector) Live() map[uint32]int {
 }
 
 // Warnings returns problems met while collecting (each once), then the
-// processes that ran unprofiled.
+// processes that ran unprofiled or with less than asked for.
 func (c *Collector) Warnings() []string {
-	return append(append([]string(nil), c.warnings...), c.unprofiledWarnings()...)
+	return append(append([]string(nil), c.warnings...), c.noteWarnings()...)
 }
 
 func (c *Collector) warn(format string, args ...any) {

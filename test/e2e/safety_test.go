@@ -121,3 +121,24 @@ func TestHostileEnvironment(t *testing.T) {
 		})
 	}
 }
+
+// A fork while other threads are inside the unwinder holding its lock
+// (libgcc's object_mutex, taken for every lookup once a program registers
+// frames, as JITs do): the child must not unwind, or it waits forever for a
+// lock whose owner did not survive the fork. Such children are recorded
+// without native frames, and the run says so.
+func TestForkWhileUnwinding(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "unwindfork.c")
+	capPath := filepath.Join(dir, "unwind.hlc")
+	res := run(t, 2*time.Minute, heaplensBin(t), "run", "-q", "-o", capPath, "--rate", "1", "--", bin)
+	if res.code != 0 || res.stdout != "children ok 60 of 60\n" {
+		t.Fatalf("exit %d, stdout %q\n%s", res.code, res.stdout, res.stderr)
+	}
+	if !regexp.MustCompile(`process \d+ \(unwindfork\) was forked while another thread was unwinding`).MatchString(res.stderr) {
+		t.Errorf("no child was noted as forked while unwinding (three threads unwind all the time):\n%s", res.stderr)
+	}
+	if c := load(t, capPath); len(c.Processes) != 61 {
+		t.Errorf("%d streams, want the parent and its 60 children", len(c.Processes))
+	}
+}

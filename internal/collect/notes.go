@@ -13,8 +13,9 @@ import (
 	"github.com/heaplens/heaplens/internal/size"
 )
 
-// maxUnprofiled is how many unprofiled processes the warnings name one by one.
-const maxUnprofiled = 10
+// maxNotes is how many processes the warnings name one by one (a fork
+// storm in a small /dev/shm has hundreds).
+const maxNotes = 10
 
 // unprofiledMarker reads the empty file unprofiled.<pid>.<errno>.<bytes>.<comm>
 // that the library leaves when it cannot make a ring: that process ran on
@@ -35,7 +36,7 @@ func (c *Collector) unprofiledMarker(name string) bool {
 	if err1 != nil || err2 != nil || err3 != nil {
 		return true
 	}
-	c.unprofiled = append(c.unprofiled, fmt.Sprintf("process %d (%s) ran unprofiled: could not back a ring of %s (nor a smaller one) in %s: %v",
+	c.notes = append(c.notes, fmt.Sprintf("process %d (%s) ran unprofiled: could not back a ring of %s (nor a smaller one) in %s: %v",
 		pid, f[3], size.FormatSize(bytes), c.dir, unix.Errno(errno)))
 	return true
 }
@@ -47,19 +48,23 @@ func (c *Collector) ringNotes(h ring.Header) {
 		cmd = filepath.Base(h.Cmdline[0])
 	}
 	if h.Smaller {
-		c.warn("process %d (%s) has a ring of %s, not %s: could not back it in %s: %v; expect dropped samples",
+		c.note("process %d (%s) has a ring of %s, not %s: could not back it in %s: %v; expect dropped samples",
 			h.PID, cmd, size.FormatSize(h.DataSize), size.FormatSize(h.WantedSize), c.dir, h.BackingErrno)
 	}
 	if h.NoUnwind {
-		c.warn("process %d (%s) was forked while another thread was unwinding: its samples have no native frames, as the unwinder's locks may stay held in it",
+		c.note("process %d (%s) was forked while another thread was unwinding: its samples have no native frames, as the unwinder's locks may stay held in it",
 			h.PID, cmd)
 	}
 }
 
-func (c *Collector) unprofiledWarnings() []string {
-	if len(c.unprofiled) <= maxUnprofiled {
-		return c.unprofiled
+func (c *Collector) note(format string, args ...any) {
+	c.notes = append(c.notes, fmt.Sprintf(format, args...))
+}
+
+func (c *Collector) noteWarnings() []string {
+	if len(c.notes) <= maxNotes {
+		return c.notes
 	}
-	out := append([]string(nil), c.unprofiled[:maxUnprofiled]...)
-	return append(out, fmt.Sprintf("%d more processes ran unprofiled", len(c.unprofiled)-maxUnprofiled))
+	out := append([]string(nil), c.notes[:maxNotes]...)
+	return append(out, fmt.Sprintf("and %d more such notes about other processes", len(c.notes)-maxNotes))
 }
