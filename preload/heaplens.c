@@ -3,7 +3,9 @@
  * per-thread byte countdown, unwinds sampled stacks, and writes records into
  * a per-process shared-memory ring (layout: heaplens_ring.h,
  * docs/ring-format.md). It copies facts and never interprets them; it never
- * blocks, and when it cannot record it drops and counts.
+ * blocks, and when it cannot record it drops and counts. It owns no mutex;
+ * docs/preload-safety.md lists every call a hook can make and what that may
+ * lock, in the program and in a fork child.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
