@@ -6,7 +6,7 @@ PRELOAD_CFLAGS = -std=c11 -fPIC -shared -fvisibility=hidden -ftls-model=initial-
                  -Wall -Wextra -Werror -Wl,-z,now
 SO      = internal/launch/libheaplens.so
 
-.PHONY: all test bench demo clean deps
+.PHONY: all test bench demo clean deps sanitize
 all: bin/heaplens
 
 $(SO): preload/heaplens.c preload/python.c preload/pools.c preload/openmp.c preload/internal.h preload/heaplens_ring.h
@@ -22,6 +22,12 @@ deps:
 test: deps bin/heaplens
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 25m ./...
+
+# The library under ThreadSanitizer, AddressSanitizer+UBSan (built into a test
+# harness, test/sanitize) and UBSan (preloaded), and the fork/unwind stress
+# tests; all are part of `make test` too.
+sanitize: bin/heaplens
+	$(GO) test -count=1 -run 'TestSanitize|TestForkWhileUnwinding|TestPythonForkStorm|TestFullRingFilesystem|TestHostileEnvironment' ./test/e2e/
 
 bench: bin/heaplens
 	$(GO) run ./bench/cmd/hlbench && $(GO) run ./bench/cmd/hlpybench && $(GO) run ./bench/cmd/hlcompare -no-build

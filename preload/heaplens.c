@@ -3,7 +3,9 @@
  * per-thread byte countdown, unwinds sampled stacks, and writes records into
  * a per-process shared-memory ring (layout: heaplens_ring.h,
  * docs/ring-format.md). It copies facts and never interprets them; it never
- * blocks, and when it cannot record it drops and counts.
+ * blocks, and when it cannot record it drops and counts. It owns no mutex;
+ * docs/preload-safety.md lists every call a hook can make and what that may
+ * lock, in the program and in a fork child.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -68,6 +70,11 @@ struct module {
 };
 
 #define MAX_MODULES 2048
+#define MIN_RING (64u << 10)
+#define DEFAULT_RING (16u << 20)
+#define MAX_RING (1u << 30)
+#define MAX_RATE (1ull << 48)
+#define MAX_DIR 3000 /* room under it for our names in a 4096-byte path */
 #define PATH_POOL (512u << 10)
 
 static struct {
@@ -78,7 +85,8 @@ static struct {
 	double inv_log_keep; /* 1 / -log(1 - 1/rate): geometric gap scale */
 	uint64_t seed;
 	int seeded;
-	uint64_t ring_size;
+	uint64_t ring_size; /* this ring's data size */
+	uint64_t want_size; /* HEAPLENS_RING_SIZE */
 	const char *dir;
 	struct hl_ring_header *ring;
 	uint8_t *data;
@@ -94,6 +102,15 @@ static struct {
 	uint32_t pool_used;
 	char pool[PATH_POOL];
 	uint64_t early_drops; /* samples before the ring existed */
+	/*
+	 * Threads inside the unwinder or dl_iterate_phdr, whose locks (libgcc's
+	 * object_mutex, the loader's dl_load_write_lock, which glibc 2.36's fork
+	 * does not reset) they may hold. Nonzero at a fork: the child never
+	 * unwinds (no_unwind), as those locks may stay held there for good.
+	 */
+	int unwinding;
+	int no_unwind;
+	int (*find_object)(void *pc, struct dl_find_object *); /* glibc 2.35+, lock-free; else NULL */
 } g;
 
 
@@ -152,11 +169,11 @@ static void resolve_real(void)
 {
 	if (__atomic_exchange_n(&resolving, 1, __ATOMIC_ACQ_REL))
 		return;
-	if (!real.secret) {
+	if (!RELAXED(real.secret)) {
 		uint64_t s = 0;
 		if (getrandom(&s, sizeof s, GRND_NONBLOCK) != sizeof s)
 			s = (uint64_t)now_ns(CLOCK_MONOTONIC) ^ (uint64_t)(uintptr_t)&s;
-		real.mix = splitmix(&s) | 1;
+		SET_RELAXED(real.mix, splitmix(&s) | 1);
 		__atomic_store_n(&real.secret, splitmix(&s) | 1, __ATOMIC_RELEASE);
 	}
 	/* free and realloc first: once malloc is real, its blocks must never reach a bootstrap free. */
@@ -172,34 +189,35 @@ static void resolve_real(void)
 	malloc_fn ma = (malloc_fn)dlsym(RTLD_NEXT, "malloc");
 	if (!f || !r || !u || !c || !m || !pm || !aa || !v || !pv || !ma)
 		abort(); /* no allocator below us: nothing sane is possible */
-	real.free = f, real.realloc = r, real.usable = u, real.calloc = c;
-	real.memalign = m, real.posix_memalign = pm, real.aligned_alloc = aa;
-	real.valloc = v, real.pvalloc = pv;
+	SET_RELAXED(real.free, f), SET_RELAXED(real.realloc, r), SET_RELAXED(real.usable, u);
+	SET_RELAXED(real.calloc, c), SET_RELAXED(real.memalign, m), SET_RELAXED(real.posix_memalign, pm);
+	SET_RELAXED(real.aligned_alloc, aa), SET_RELAXED(real.valloc, v), SET_RELAXED(real.pvalloc, pv);
 	__atomic_store_n(&real.malloc, ma, __ATOMIC_RELEASE);
+	resolve_cond(); /* now, not at a thread's first wait: dlsym takes the loader lock */
 }
 
 /* While resolving (dlsym re-entered us) serve from the static buffer. */
-#define BOOT_READY() (resolve_real(), real.malloc != boot_malloc)
-static void *boot_malloc(size_t n) { return BOOT_READY() ? real.malloc(n) : boot_alloc(n); }
+#define BOOT_READY() (resolve_real(), __atomic_load_n(&real.malloc, __ATOMIC_ACQUIRE) != boot_malloc)
+static void *boot_malloc(size_t n) { return BOOT_READY() ? NEXT(malloc)(n) : boot_alloc(n); }
 static void *boot_calloc(size_t k, size_t n)
 {
 	if (BOOT_READY())
-		return real.calloc(k, n);
+		return NEXT(calloc)(k, n);
 	size_t t;
 	return __builtin_mul_overflow(k, n, &t) ? NULL : boot_alloc(t); /* static memory is zero */
 }
 static void boot_free(void *p)
 {
 	if (BOOT_READY() && !in_boot(p))
-		real.free(p);
+		NEXT(free)(p);
 }
-static void *boot_realloc(void *p, size_t n) { return BOOT_READY() ? real.realloc(p, n) : NULL; }
-static void *boot_memalign(size_t a, size_t n) { return BOOT_READY() ? real.memalign(a, n) : NULL; }
-static int boot_posix_memalign(void **r, size_t a, size_t n) { return BOOT_READY() ? real.posix_memalign(r, a, n) : ENOMEM; }
-static void *boot_aligned_alloc(size_t a, size_t n) { return BOOT_READY() ? real.aligned_alloc(a, n) : NULL; }
-static void *boot_valloc(size_t n) { return BOOT_READY() ? real.valloc(n) : NULL; }
-static void *boot_pvalloc(size_t n) { return BOOT_READY() ? real.pvalloc(n) : NULL; }
-static size_t boot_usable(void *p) { return BOOT_READY() ? real.usable(p) : 0; }
+static void *boot_realloc(void *p, size_t n) { return BOOT_READY() ? NEXT(realloc)(p, n) : NULL; }
+static void *boot_memalign(size_t a, size_t n) { return BOOT_READY() ? NEXT(memalign)(a, n) : NULL; }
+static int boot_posix_memalign(void **r, size_t a, size_t n) { return BOOT_READY() ? NEXT(posix_memalign)(r, a, n) : ENOMEM; }
+static void *boot_aligned_alloc(size_t a, size_t n) { return BOOT_READY() ? NEXT(aligned_alloc)(a, n) : NULL; }
+static void *boot_valloc(size_t n) { return BOOT_READY() ? NEXT(valloc)(n) : NULL; }
+static void *boot_pvalloc(size_t n) { return BOOT_READY() ? NEXT(pvalloc)(n) : NULL; }
+static size_t boot_usable(void *p) { return BOOT_READY() ? NEXT(usable)(p) : 0; }
 
 /* ---- the ring ---- */
 
@@ -207,7 +225,7 @@ struct hl_ring_header *ring_now(void) { return __atomic_load_n(&g.ring, __ATOMIC
 
 int ring_reserve(uint64_t len, uint64_t *pos)
 {
-	struct hl_ring_header *h = g.ring;
+	struct hl_ring_header *h = RELAXED(g.ring);
 	uint64_t head = __atomic_load_n(&h->head, __ATOMIC_RELAXED);
 	for (;;) {
 		uint64_t tail = __atomic_load_n(&h->tail, __ATOMIC_ACQUIRE);
@@ -242,7 +260,7 @@ void ring_commit(uint64_t pos, uint64_t hdr)
 
 static void count_drop(uint64_t *field)
 {
-	if (g.ring)
+	if (ring_now())
 		__atomic_fetch_add(field, 1, __ATOMIC_RELAXED);
 	else
 		__atomic_fetch_add(&g.early_drops, 1, __ATOMIC_RELAXED);
@@ -261,72 +279,142 @@ static void read_file(const char *path, char *buf, uint32_t cap, uint32_t *len)
 	*len = n;
 }
 
-/* Creates HEAPLENS_DIR/ring.<pid>.<seq>; only syscalls, no allocation. */
+/* Appends v in decimal (snprintf may allocate). */
+static char *put_num(char *q, uint64_t v)
+{
+	char num[24];
+	int k = 0;
+	do
+		num[k++] = (char)('0' + v % 10);
+	while (v /= 10);
+	while (k)
+		*q++ = num[--k];
+	return q;
+}
+
+/* dir + "/" + name + number ...: the caller checked that the directory leaves room. */
+static char *put_name(char *q, const char *name)
+{
+	size_t dl = strlen(g.dir), nl = strlen(name);
+	memcpy(q, g.dir, dl), q += dl;
+	*q++ = '/';
+	memcpy(q, name, nl);
+	return q + nl;
+}
+
+/*
+ * No ring for this process image: it runs unprofiled, and says so with an
+ * empty file (an inode, no blocks: it fits where the ring did not),
+ * unprofiled.<pid>.<errno>.<ring bytes>.<comm>, which the agent reports.
+ */
+static void mark_unprofiled(int err, uint64_t size)
+{
+	char path[4096], comm[32];
+	uint32_t cl;
+	char *q = put_name(path, "unprofiled.");
+	q = put_num(q, (uint64_t)getpid()), *q++ = '.';
+	q = put_num(q, (uint64_t)err), *q++ = '.';
+	q = put_num(q, size), *q++ = '.';
+	read_file("/proc/self/comm", comm, sizeof comm - 1, &cl);
+	for (uint32_t i = 0; i < cl && comm[i] != '\n'; i++) {
+		char c = comm[i];
+		int plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+		*q++ = plain ? c : '_';
+	}
+	*q = 0;
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+}
+
+/*
+ * Backs every page of the file now. A sparse page first touched on a full
+ * tmpfs (Docker's /dev/shm is 64 MiB) raises SIGBUS in the program instead.
+ * Returns 0 or an errno.
+ */
+static int back(int fd, uint64_t bytes)
+{
+	if (ftruncate(fd, (off_t)bytes) != 0)
+		return errno;
+	int e, tries = 0;
+	while ((e = posix_fallocate(fd, 0, (off_t)bytes)) == EINTR && ++tries < 100)
+		;
+	return e;
+}
+
+/*
+ * Creates HEAPLENS_DIR/ring.<pid>.<seq> of g.want_size data bytes, or of the
+ * largest smaller power of two down to MIN_RING that the file system can back
+ * (HL_FLAG_SMALLER); else leaves g.ring NULL and marks the process
+ * unprofiled. The ring is built as new.<pid> and linked into place complete,
+ * so that the agent never maps a file still being sized. Only syscalls, no
+ * allocation.
+ */
 static void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 {
-	char path[4096];
-	size_t dl = strlen(g.dir);
-	if (dl + 64 > sizeof path)
-		return;
+	char tmp[4096], path[4096];
 	int64_t pid = getpid();
-	int fd = -1;
-	for (uint32_t seq = 0; seq < 1000 && fd < 0; seq++) {
-		/* ring.<pid>.<seq> without snprintf, which may allocate */
-		char *q = path;
-		memcpy(q, g.dir, dl), q += dl;
-		memcpy(q, "/ring.", 6), q += 6;
-		char num[48];
-		int k = 0;
-		for (uint64_t v = (uint64_t)pid; k == 0 || v; v /= 10)
-			num[k++] = (char)('0' + v % 10);
-		while (k)
-			*q++ = num[--k];
-		*q++ = '.';
-		for (uint64_t v = seq; k == 0 || v; v /= 10)
-			num[k++] = (char)('0' + v % 10);
-		while (k)
-			*q++ = num[--k];
-		*q = 0;
-		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-		if (fd >= 0)
-			g.seq = seq;
-		else if (errno != EEXIST)
-			return;
-	}
-	if (fd < 0)
-		return;
-	size_t total = HL_RING_HEADER_SIZE + g.ring_size;
-	if (ftruncate(fd, (off_t)total) != 0) {
-		close(fd);
-		unlink(path);
+	*put_num(put_name(tmp, "new."), (uint64_t)pid) = 0;
+	unlink(tmp); /* left by an earlier image of this pid, killed while it made its ring */
+	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		mark_unprofiled(errno, g.want_size);
 		return;
 	}
-	void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	uint64_t size = g.want_size;
+	int first, err;
+	first = err = back(fd, HL_RING_HEADER_SIZE + size);
+	while (err && size > MIN_RING)
+		size >>= 1, err = back(fd, HL_RING_HEADER_SIZE + size);
+	void *m = err ? MAP_FAILED : mmap(NULL, HL_RING_HEADER_SIZE + size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED && !err)
+		err = errno;
 	close(fd);
 	if (m == MAP_FAILED) {
-		unlink(path);
+		unlink(tmp);
+		mark_unprofiled(err, g.want_size);
 		return;
 	}
 	struct hl_ring_header *h = m;
 	h->version = HL_RING_VERSION;
 	h->header_size = HL_RING_HEADER_SIZE;
-	h->data_size = g.ring_size;
+	h->data_size = size;
 	h->pid = pid;
 	h->ppid = getppid();
 	h->start_mono_ns = now_ns(CLOCK_MONOTONIC);
 	h->start_real_ns = now_ns(CLOCK_REALTIME);
 	h->rate = g.rate;
-	h->seq = g.seq;
 	h->parent_pid = parent_pid;
 	h->parent_seq = parent_seq;
+	if (size < g.want_size) {
+		flags |= HL_FLAG_SMALLER;
+		h->backing_errno = (uint32_t)first;
+		h->wanted_size = g.want_size;
+	}
 	h->dropped_alloc = __atomic_exchange_n(&g.early_drops, 0, __ATOMIC_RELAXED);
 	read_file("/proc/self/cmdline", h->cmdline, sizeof h->cmdline, &h->cmdline_len);
 	ssize_t el = readlink("/proc/self/exe", h->exe, sizeof h->exe - 1);
 	h->exe_len = el > 0 ? (uint32_t)el : 0;
-	__atomic_store_n(&h->flags, flags, __ATOMIC_RELEASE);
-	__atomic_store_n(&h->magic, HL_RING_MAGIC, __ATOMIC_RELEASE); /* the reader waits for the magic */
+	h->flags = flags;
+	h->magic = HL_RING_MAGIC;
+	/* The first free seq from 0: an exec keeps the pid and takes the next. */
+	err = EEXIST;
+	for (uint32_t seq = 0; seq < 1000 && err == EEXIST; seq++) {
+		char *q = put_name(path, "ring.");
+		q = put_num(q, (uint64_t)pid), *q++ = '.';
+		*put_num(q, seq) = 0;
+		h->seq = g.seq = seq;
+		err = link(tmp, path) ? errno : 0;
+	}
+	unlink(tmp);
+	if (err) {
+		munmap(m, HL_RING_HEADER_SIZE + size);
+		mark_unprofiled(err, g.want_size);
+		return;
+	}
+	g.ring_size = size;
 	g.data = (uint8_t *)m + HL_RING_HEADER_SIZE;
-	g.mask = g.ring_size - 1;
+	g.mask = size - 1;
 	__atomic_store_n(&g.ring, h, __ATOMIC_RELEASE);
 }
 
@@ -360,10 +448,11 @@ static void on_exit_mark(int status, void *arg)
 static void emit_module(const struct module *m)
 {
 	uint64_t plen = m->path_len, len = 32 + 32 * (uint64_t)m->nseg + ((plen + 7) & ~7ull), pos;
-	if (!g.ring)
+	struct hl_ring_header *h = ring_now();
+	if (!h)
 		return;
 	if (!ring_reserve(len, &pos)) {
-		count_drop(&g.ring->dropped_other);
+		count_drop(&h->dropped_other);
 		return;
 	}
 	uint64_t at = pos + 8;
@@ -424,7 +513,7 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
 		s[0] = ph->p_vaddr, s[1] = ph->p_memsz, s[2] = ph->p_offset, s[3] = ph->p_flags;
 		uintptr_t lo = info->dlpi_addr + ph->p_vaddr, self = (uintptr_t)&scan_cb;
 		if ((ph->p_flags & PF_X) && self >= lo && self < lo + ph->p_memsz)
-			g.self_lo = lo, g.self_hi = lo + ph->p_memsz;
+			SET_RELAXED(g.self_lo, lo), SET_RELAXED(g.self_hi, lo + ph->p_memsz);
 	}
 	emit_module(m);
 	__atomic_store_n(&g.nmod, g.nmod + 1, __ATOMIC_RELEASE);
@@ -434,10 +523,12 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
 /* Emits a MODULE record for every loaded object not yet sent. One scanner at a time; others skip. */
 static void scan_modules(void)
 {
-	if (__atomic_exchange_n(&g.scanning, 1, __ATOMIC_ACQUIRE))
+	if (RELAXED(g.no_unwind) || __atomic_exchange_n(&g.scanning, 1, __ATOMIC_ACQUIRE))
 		return;
 	int first = 1;
+	__atomic_fetch_add(&g.unwinding, 1, __ATOMIC_SEQ_CST);
 	dl_iterate_phdr(scan_cb, &first);
+	__atomic_fetch_sub(&g.unwinding, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&g.scanning, 0, __ATOMIC_RELEASE);
 }
 
@@ -457,6 +548,16 @@ static int covered(uintptr_t pc, uint32_t *hint)
 	return 0;
 }
 
+/*
+ * pc is in no module we know: is it in a library loaded since the last scan
+ * (or in code no library holds, such as a JIT's, that no scan would find)?
+ */
+static int new_module(uintptr_t pc)
+{
+	struct dl_find_object o;
+	return !g.find_object || g.find_object((void *)(pc - 1), &o) == 0;
+}
+
 /* The executable segment of the module holding pc. */
 int module_range(uintptr_t pc, uintptr_t *lo, uintptr_t *hi)
 {
@@ -472,19 +573,37 @@ int module_range(uintptr_t pc, uintptr_t *lo, uintptr_t *hi)
 	return 0;
 }
 
-int hl_active(void) { return g.active; }
+int hl_active(void) { return RELAXED(g.active); }
 uint64_t hl_rate(void) { return g.rate; }
 
 /* ---- initialisation ---- */
 
-static uint64_t parse_u64(const char *s, uint64_t dflt)
+/*
+ * The environment is the program's and may hold anything: a value that is
+ * not a decimal number fitting in 64 bits within [lo, hi] gives dflt, so no
+ * value can make the program fail.
+ */
+static int parse_num(const char *s, uint64_t *v)
 {
 	if (!s || !*s)
-		return dflt;
-	uint64_t v = 0;
-	for (; *s >= '0' && *s <= '9'; s++)
-		v = v * 10 + (uint64_t)(*s - '0');
-	return *s ? dflt : v;
+		return 0;
+	for (*v = 0; *s >= '0' && *s <= '9'; s++)
+		if (__builtin_mul_overflow(*v, 10, v) || __builtin_add_overflow(*v, (uint64_t)(*s - '0'), v))
+			return 0;
+	return !*s;
+}
+
+static uint64_t env_u64(const char *name, uint64_t lo, uint64_t hi, uint64_t dflt)
+{
+	uint64_t v;
+	return parse_num(getenv(name), &v) && v >= lo && v <= hi ? v : dflt;
+}
+
+/* An absolute path short enough for our names under it, else NULL: the library stays inert. */
+static const char *env_dir(void)
+{
+	const char *d = getenv("HEAPLENS_DIR");
+	return d && d[0] == '/' && strnlen(d, MAX_DIR + 1) <= MAX_DIR ? d : NULL;
 }
 
 static void atfork_child(void);
@@ -494,30 +613,31 @@ static void init_global(void)
 	int expect = 0;
 	if (!__atomic_compare_exchange_n(&g.state, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return;
-	if (real.malloc == boot_malloc)
+	int saved = errno; /* a hook that succeeds leaves errno alone */
+	if (__atomic_load_n(&real.malloc, __ATOMIC_ACQUIRE) == boot_malloc)
 		resolve_real();
-	g.dir = getenv("HEAPLENS_DIR");
-	g.rate = parse_u64(getenv("HEAPLENS_RATE"), 512 << 10);
-	if (g.rate == 0)
-		g.rate = 512 << 10;
+	g.dir = env_dir();
+	g.rate = env_u64("HEAPLENS_RATE", 1, MAX_RATE, 512 << 10);
 	g.inv_log_keep = g.rate > 1 ? -1.0 / log1p(-1.0 / (double)g.rate) : 0;
-	const char *seed = getenv("HEAPLENS_SEED");
-	g.seeded = seed && *seed;
-	g.seed = g.seeded ? parse_u64(seed, 0) : real.secret;
-	g.ring_size = parse_u64(getenv("HEAPLENS_RING_SIZE"), 16 << 20);
-	if (g.ring_size < 65536 || (g.ring_size & (g.ring_size - 1)))
-		g.ring_size = 16 << 20;
+	g.seeded = parse_num(getenv("HEAPLENS_SEED"), &g.seed);
+	if (!g.seeded)
+		g.seed = RELAXED(real.secret);
+	g.want_size = env_u64("HEAPLENS_RING_SIZE", MIN_RING, MAX_RING, DEFAULT_RING);
+	if (g.want_size & (g.want_size - 1))
+		g.want_size = DEFAULT_RING;
 	/* --no-follow: only the agent's own child (before and after an exec) is profiled. */
-	g.follow = parse_u64(getenv("HEAPLENS_FOLLOW"), 1) != 0;
-	uint64_t agent = parse_u64(getenv("HEAPLENS_AGENT_PID"), 0);
-	if (g.dir && *g.dir && (g.follow || (uint64_t)getppid() == agent)) {
+	g.follow = env_u64("HEAPLENS_FOLLOW", 0, 1, 1);
+	uint64_t agent = env_u64("HEAPLENS_AGENT_PID", 1, INT32_MAX, 0);
+	g.find_object = (int (*)(void *, struct dl_find_object *))dlsym(RTLD_DEFAULT, "_dl_find_object");
+	if (g.dir && (g.follow || (uint64_t)getppid() == agent)) {
 		ring_create(0, 0, 0);
-		g.active = g.ring != NULL;
+		SET_RELAXED(g.active, g.ring != NULL);
 	}
 	if (g.active) {
 		pthread_atfork(NULL, NULL, atfork_child);
 		on_exit(on_exit_mark, NULL);
 	}
+	errno = saved;
 	__atomic_store_n(&g.state, 2, __ATOMIC_RELEASE);
 }
 
@@ -536,11 +656,18 @@ __attribute__((constructor)) static void heaplens_init(void)
 
 /*
  * A fork child gets a fresh ring of its own: it must never write into the
- * parent's, which the parent still shares. The module table is inherited, so
- * no loader lock (which another parent thread may have held) is touched.
+ * parent's, which the parent still shares. It is the only thread now, and
+ * runs nothing that another thread of the parent may have left locked: the
+ * module table is inherited (no loader lock), the ring is made with syscalls,
+ * and if any thread was unwinding at the fork this process never unwinds.
+ * docs/preload-safety.md lists what every hook may lock.
  */
 static void atfork_child(void)
 {
+	if (__atomic_exchange_n(&g.unwinding, 0, __ATOMIC_RELAXED))
+		g.no_unwind = 1; /* for good, and in its own children */
+	tls.tid = 0;
+	pools_atfork_child();
 	struct hl_ring_header *parent = g.ring;
 	if (!parent)
 		return;
@@ -554,17 +681,16 @@ static void atfork_child(void)
 		tls.remaining = INT64_MAX / 2, tls.owed = 0;
 		return;
 	}
-	ring_create(HL_FLAG_FORKED, ppid, pseq);
+	ring_create(HL_FLAG_FORKED | (g.no_unwind ? HL_FLAG_NO_UNWIND : 0), ppid, pseq);
 	if (!g.ring) {
 		g.active = 0;
+		tls.remaining = INT64_MAX / 2, tls.owed = 0;
 		return;
 	}
 	for (uint32_t i = 0; i < g.nmod; i++)
 		emit_module(&g.mod[i]);
 	py_atfork_child();
-	pools_atfork_child();
 	__atomic_fetch_or(&g.ring->flags, HL_FLAG_INIT_DONE, __ATOMIC_RELEASE);
-	tls.tid = 0;
 	if (!g.seeded)
 		g.seed ^= (uint64_t)getpid() * 0x9e3779b97f4a7c15ull;
 	tls.rng = splitmix(&g.seed);
@@ -650,7 +776,8 @@ static _Unwind_Reason_Code unwind_cb(struct _Unwind_Context *ctx, void *arg)
 	uintptr_t ip = _Unwind_GetIP(ctx);
 	if (!ip)
 		return _URC_END_OF_STACK;
-	if (ip - g.self_lo < g.self_hi - g.self_lo)
+	uintptr_t lo = RELAXED(g.self_lo);
+	if (ip - lo < RELAXED(g.self_hi) - lo)
 		return _URC_NO_REASON;
 	if (tls.nframes >= HL_MAX_FRAMES)
 		return _URC_END_OF_STACK;
@@ -666,7 +793,11 @@ static _Unwind_Reason_Code unwind_cb(struct _Unwind_Context *ctx, void *arg)
 static uint32_t take_stack(int walked)
 {
 	tls.nframes = 0;
-	_Unwind_Backtrace(unwind_cb, NULL);
+	if (!RELAXED(g.no_unwind)) {
+		__atomic_fetch_add(&g.unwinding, 1, __ATOMIC_SEQ_CST);
+		_Unwind_Backtrace(unwind_cb, NULL);
+		__atomic_fetch_sub(&g.unwinding, 1, __ATOMIC_RELEASE);
+	}
 	py_check_final();
 	if (!walked)
 		py_walk();
@@ -675,7 +806,7 @@ static uint32_t take_stack(int walked)
 		flags |= HL_ALLOC_TRUNCATED;
 	uint32_t hint = 0;
 	for (uint32_t i = 0; i < nf; i++)
-		if (!covered(tls.frames[i], &hint)) { /* maybe a library loaded since the last scan */
+		if (!covered(tls.frames[i], &hint) && new_module(tls.frames[i])) {
 			scan_modules();
 			break;
 		}
@@ -786,8 +917,8 @@ COLD void record_free(void *p)
 void *tag(void *raw, uint64_t off)
 {
 	uint64_t *p = (uint64_t *)((char *)raw + off);
-	p[-2] = off ^ ((uint64_t)(uintptr_t)p * real.mix);
-	p[-1] = real.secret;
+	p[-2] = off ^ ((uint64_t)(uintptr_t)p * RELAXED(real.mix));
+	p[-1] = RELAXED(real.secret);
 	return p;
 }
 
@@ -795,7 +926,7 @@ static void untag_and_free(void *p)
 {
 	void *raw = raw_of(p);
 	((uint64_t *)p)[-1] = 0;
-	real.free(raw);
+	NEXT(free)(raw);
 }
 
 static COLD void *sampled_malloc(size_t n, int func, int zero)
@@ -804,7 +935,7 @@ static COLD void *sampled_malloc(size_t n, int func, int zero)
 		errno = ENOMEM;
 		return NULL;
 	}
-	void *raw = zero ? real.calloc(1, n + HDR) : real.malloc(n + HDR);
+	void *raw = zero ? NEXT(calloc)(1, n + HDR) : NEXT(malloc)(n + HDR);
 	if (!raw)
 		return NULL;
 	void *p = tag(raw, HDR);
@@ -820,7 +951,7 @@ static COLD void *sampled_aligned(size_t align, size_t n, int func)
 		a <<= 1;
 	if (a < align || n > SIZE_MAX - a)
 		return NULL; /* only reached for sizes libc rejects too; caller retries with libc */
-	void *raw = real.memalign(a, n + a);
+	void *raw = NEXT(memalign)(a, n + a);
 	if (!raw)
 		return NULL;
 	void *p = tag(raw, a);
@@ -833,7 +964,7 @@ static void free_sampled(void *p)
 	if (in_boot(p))
 		return;
 	if (!tagged(p)) { /* p[-1] matched by accident: an ordinary block */
-		real.free(p);
+		NEXT(free)(p);
 		return;
 	}
 	record_free(p);
@@ -842,23 +973,23 @@ static void free_sampled(void *p)
 
 /* ---- the hooks ---- */
 
-EXPORT HOT void *malloc(size_t n)
+EXPORT HOT void *HOOK(malloc)(size_t n)
 {
 	if (likely(!sample_now(n)))
-		return real.malloc(n);
+		return NEXT(malloc)(n);
 	return sampled_malloc(n, HL_FUNC_MALLOC, 0);
 }
 
-EXPORT HOT void free(void *p)
+EXPORT HOT void HOOK(free)(void *p)
 {
-	if (unlikely(p && ((uint64_t *)p)[-1] == real.secret)) {
+	if (unlikely(p && word_below(p, 1) == RELAXED(real.secret))) {
 		free_sampled(p);
 		return;
 	}
-	real.free(p);
+	NEXT(free)(p);
 }
 
-EXPORT void *calloc(size_t k, size_t n)
+EXPORT void *HOOK(calloc)(size_t k, size_t n)
 {
 	size_t t;
 	if (unlikely(__builtin_mul_overflow(k, n, &t))) {
@@ -866,7 +997,7 @@ EXPORT void *calloc(size_t k, size_t n)
 		return NULL;
 	}
 	if (likely(!sample_now(t)))
-		return real.calloc(k, n);
+		return NEXT(calloc)(k, n);
 	return sampled_malloc(t, HL_FUNC_CALLOC, 1);
 }
 
@@ -875,33 +1006,33 @@ static size_t sampled_size(void *p)
 	void *raw = raw_of(p);
 	if (in_boot(p))
 		return ((uint64_t *)p)[-3];
-	return real.usable(raw) - (size_t)((char *)p - (char *)raw);
+	return NEXT(usable)(raw) - (size_t)((char *)p - (char *)raw);
 }
 
 static void *do_realloc(void *p, size_t n, int func)
 {
 	if (!p) {
 		if (likely(!sample_now(n)))
-			return real.malloc(n);
+			return NEXT(malloc)(n);
 		return sampled_malloc(n, func, 0);
 	}
 	int old = tagged(p);
 	if (n == 0 && !in_boot(p)) { /* glibc frees and returns NULL */
 		if (!old)
-			return real.realloc(p, 0);
+			return NEXT(realloc)(p, 0);
 		record_free(p);
 		((uint64_t *)p)[-1] = 0;
-		return real.realloc(raw_of(p), 0);
+		return NEXT(realloc)(raw_of(p), 0);
 	}
 	int new = sample_now(n);
 	if (likely(!old && !new))
-		return real.realloc(p, n);
+		return NEXT(realloc)(p, n);
 	if (!old) { /* plain -> sampled */
-		size_t have = real.usable(p);
+		size_t have = NEXT(usable)(p);
 		void *q = sampled_malloc(n, func, 0);
 		if (q) {
 			memcpy(q, p, have < n ? have : n);
-			real.free(p);
+			NEXT(free)(p);
 		}
 		return q;
 	}
@@ -909,7 +1040,7 @@ static void *do_realloc(void *p, size_t n, int func)
 	if (new && !in_boot(p) && off_of(p) == HDR && n <= SIZE_MAX - HDR) {
 		/* sampled -> sampled: record the free first, as the old address may be reused at once */
 		record_free(p);
-		void *raw = real.realloc(raw_of(p), n + HDR);
+		void *raw = NEXT(realloc)(raw_of(p), n + HDR);
 		if (!raw) {
 			record_alloc(p, have, func); /* the old block lives on */
 			return NULL;
@@ -919,7 +1050,7 @@ static void *do_realloc(void *p, size_t n, int func)
 		return q;
 	}
 	/* sampled (or bootstrap, or over-aligned) -> new block */
-	void *q = new ? sampled_malloc(n, func, 0) : real.malloc(n);
+	void *q = new ? sampled_malloc(n, func, 0) : NEXT(malloc)(n);
 	if (!q)
 		return NULL;
 	memcpy(q, p, have < n ? have : n);
@@ -927,9 +1058,9 @@ static void *do_realloc(void *p, size_t n, int func)
 	return q;
 }
 
-EXPORT void *realloc(void *p, size_t n) { return do_realloc(p, n, HL_FUNC_REALLOC); }
+EXPORT void *HOOK(realloc)(void *p, size_t n) { return do_realloc(p, n, HL_FUNC_REALLOC); }
 
-EXPORT void *reallocarray(void *p, size_t k, size_t n)
+EXPORT void *HOOK(reallocarray)(void *p, size_t k, size_t n)
 {
 	size_t t;
 	if (__builtin_mul_overflow(k, n, &t)) {
@@ -941,56 +1072,56 @@ EXPORT void *reallocarray(void *p, size_t k, size_t n)
 
 static int pow2(size_t a) { return a && !(a & (a - 1)); }
 
-EXPORT int posix_memalign(void **r, size_t align, size_t n)
+EXPORT int HOOK(posix_memalign)(void **r, size_t align, size_t n)
 {
 	if (likely(!sample_now(n)) || align % sizeof(void *) || !pow2(align))
-		return real.posix_memalign(r, align, n);
+		return NEXT(posix_memalign)(r, align, n);
 	void *p = sampled_aligned(align, n, HL_FUNC_POSIX_MEMALIGN);
 	if (!p)
-		return real.posix_memalign(r, align, n);
+		return NEXT(posix_memalign)(r, align, n);
 	*r = p;
 	return 0;
 }
 
-EXPORT void *aligned_alloc(size_t align, size_t n)
+EXPORT void *HOOK(aligned_alloc)(size_t align, size_t n)
 {
 	void *p;
 	if (likely(!sample_now(n)) || align > SIZE_MAX / 2 + 1 || !(p = sampled_aligned(align, n, HL_FUNC_ALIGNED_ALLOC)))
-		return real.aligned_alloc(align, n);
+		return NEXT(aligned_alloc)(align, n);
 	return p;
 }
 
-EXPORT void *memalign(size_t align, size_t n)
+EXPORT void *HOOK(memalign)(size_t align, size_t n)
 {
 	void *p;
 	if (likely(!sample_now(n)) || align > SIZE_MAX / 2 + 1 || !(p = sampled_aligned(align, n, HL_FUNC_MEMALIGN)))
-		return real.memalign(align, n);
+		return NEXT(memalign)(align, n);
 	return p;
 }
 
-EXPORT void *valloc(size_t n)
+EXPORT void *HOOK(valloc)(size_t n)
 {
 	void *p;
 	if (likely(!sample_now(n)) || !(p = sampled_aligned((size_t)sysconf(_SC_PAGESIZE), n, HL_FUNC_VALLOC)))
-		return real.valloc(n);
+		return NEXT(valloc)(n);
 	return p;
 }
 
-EXPORT void *pvalloc(size_t n)
+EXPORT void *HOOK(pvalloc)(size_t n)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE), r;
 	void *p;
 	if (n > SIZE_MAX - page)
-		return real.pvalloc(n);
+		return NEXT(pvalloc)(n);
 	r = n ? (n + page - 1) & ~(page - 1) : page;
 	if (likely(!sample_now(r)) || !(p = sampled_aligned(page, r, HL_FUNC_PVALLOC)))
-		return real.pvalloc(n);
+		return NEXT(pvalloc)(n);
 	return p;
 }
 
-EXPORT size_t malloc_usable_size(void *p)
+EXPORT size_t HOOK(malloc_usable_size)(void *p)
 {
 	if (p && tagged(p))
 		return sampled_size(p);
-	return real.usable(p);
+	return NEXT(usable)(p);
 }

@@ -16,6 +16,8 @@
 /* Header flags. */
 #define HL_FLAG_INIT_DONE 1u /* the initial MODULE records are in the ring */
 #define HL_FLAG_FORKED 2u    /* created in a fork child; parent_* name the parent's ring */
+#define HL_FLAG_SMALLER 4u   /* data_size < wanted_size: the file system could not back that */
+#define HL_FLAG_NO_UNWIND 8u /* a fork child of a thread that was unwinding: no native stacks */
 
 struct hl_ring_header {
 	uint64_t magic;
@@ -33,7 +35,9 @@ struct hl_ring_header {
 	uint32_t parent_seq;
 	uint32_t cmdline_len; /* bytes used in cmdline */
 	uint32_t exe_len;
-	uint8_t pad0[128 - 92];
+	uint32_t backing_errno; /* SMALLER: why wanted_size could not be backed */
+	uint64_t wanted_size;   /* SMALLER: the data size asked for */
+	uint8_t pad0[128 - 104];
 
 	uint64_t head; /* producers: bytes reserved so far (CAS) */
 	uint8_t pad1[56];

@@ -18,6 +18,35 @@
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
+/*
+ * Words that another thread may write while this one reads them: relaxed
+ * atomics, the same plain moves on x86-64, but data-race-free under C11.
+ */
+#define RELAXED(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define SET_RELAXED(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#define NEXT(f) RELAXED(real.f) /* the allocator below us */
+
+/*
+ * The sanitizer harness (test/sanitize) links these sources into an
+ * instrumented program that calls hl_malloc, hl_free, ...: an interposing
+ * allocator cannot itself be preloaded beside a sanitizer's.
+ */
+#ifdef HEAPLENS_HARNESS
+#define HOOK(name) hl_##name
+#else
+#define HOOK(name) name
+#endif
+
+/*
+ * Reads the word i words below a block the program handed us: glibc's chunk
+ * header for an ordinary block, our tag for a sampled one. AddressSanitizer
+ * sees a read of its redzone; it is one by design.
+ */
+static inline __attribute__((no_sanitize_address)) uint64_t word_below(const void *p, int i)
+{
+	return ((const uint64_t *)p)[-i];
+}
+
 /* Sampled blocks: p[-1] = secret, p[-2] = offset to the real block ^ (p * mix). */
 #define HDR 16u
 
@@ -103,13 +132,13 @@ slow:
 
 static inline uint64_t off_of(const void *p)
 {
-	return ((const uint64_t *)p)[-2] ^ ((uint64_t)(uintptr_t)p * real.mix);
+	return word_below(p, 2) ^ ((uint64_t)(uintptr_t)p * RELAXED(real.mix));
 }
 
 /* The full check; free's fast path does only its first half. */
 static inline int tagged(const void *p)
 {
-	if (((const uint64_t *)p)[-1] != real.secret)
+	if (word_below(p, 1) != RELAXED(real.secret))
 		return 0;
 	uint64_t off = off_of(p);
 	return off >= HDR && off <= (1ull << 40) && !(off & (off - 1));
@@ -152,6 +181,7 @@ int pool_origin(uint64_t *token);
 uint64_t origin_begin(void);
 void origin_end(void);
 void pools_init(void);
+void resolve_cond(void);
 void pools_atfork_child(void);
 
 #endif

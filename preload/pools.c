@@ -23,6 +23,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -128,11 +129,20 @@ int pool_origin(uint64_t *token)
 	return *token ? HL_ORIGIN_FALLBACK : HL_ORIGIN_UNATTRIBUTED;
 }
 
+static void reset_capture_cache(void);
+
+/*
+ * The fork child's only thread: the parent's other threads are gone, and
+ * whatever this thread worked for or waited on stayed in the parent (its
+ * tokens name the parent's tids, their stacks are in the parent's ring).
+ */
 void pools_atfork_child(void)
 {
 	for (uint32_t i = 0; i < SLOTS; i++)
-		slots[i] = 0; /* the parent's other threads are gone */
-	tls.open_slot = -1;
+		slots[i] = 0;
+	tls.origin = 0, tls.origin_method = HL_ORIGIN_SELF;
+	tls.open_depth = 0, tls.open_slot = -1, tls.open_token = 0;
+	reset_capture_cache();
 }
 
 /* ---- public API: docs/pool-api.md ---- */
@@ -148,6 +158,8 @@ static _Thread_local struct {
 	uint64_t sig[CAPTURE_CACHE], token[CAPTURE_CACHE];
 	uint32_t next;
 } cap;
+
+static void reset_capture_cache(void) { memset(&cap, 0, sizeof cap); }
 
 EXPORT uint64_t heaplens_pool_capture(void)
 {
@@ -218,13 +230,25 @@ static void *libc_sym(const char *name)
 	return f ? f : dlsym(RTLD_NEXT, name);
 }
 
-static void resolve_cond(void)
+/*
+ * Called by resolve_real at the first allocation, before any thread can
+ * wait: a wait must not call dlsym, which takes the loader lock that a
+ * thread running a library constructor may hold while it waits for us.
+ */
+void resolve_cond(void)
 {
-	if (cond.wait)
+	if (__atomic_load_n(&cond.wait, __ATOMIC_ACQUIRE))
 		return;
-	cond.timedwait = (cond_timedwait_fn)libc_sym("pthread_cond_timedwait");
-	cond.clockwait = (cond_clockwait_fn)dlsym(RTLD_NEXT, "pthread_cond_clockwait");
+	SET_RELAXED(cond.timedwait, (cond_timedwait_fn)libc_sym("pthread_cond_timedwait"));
+	SET_RELAXED(cond.clockwait, (cond_clockwait_fn)dlsym(RTLD_NEXT, "pthread_cond_clockwait"));
 	__atomic_store_n(&cond.wait, (cond_wait_fn)libc_sym("pthread_cond_wait"), __ATOMIC_RELEASE);
+}
+
+/* Only a program that waits before its first allocation gets here unresolved. */
+static void cond_ready(void)
+{
+	if (unlikely(!__atomic_load_n(&cond.wait, __ATOMIC_ACQUIRE)))
+		resolve_cond();
 }
 
 /*
@@ -248,28 +272,29 @@ static int pool_wait(const void *ra)
 		return r_;                    \
 	} while (0)
 
-EXPORT int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
+EXPORT int HOOK(pthread_cond_wait)(pthread_cond_t *c, pthread_mutex_t *m)
 {
-	resolve_cond();
-	WAITING(__builtin_return_address(0), cond.wait(c, m));
+	cond_ready();
+	WAITING(__builtin_return_address(0), RELAXED(cond.wait)(c, m));
 }
 
-EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *t)
+EXPORT int HOOK(pthread_cond_timedwait)(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *t)
 {
-	resolve_cond();
-	WAITING(__builtin_return_address(0), cond.timedwait(c, m, t));
+	cond_ready();
+	WAITING(__builtin_return_address(0), RELAXED(cond.timedwait)(c, m, t));
 }
 
-EXPORT int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t k, const struct timespec *t)
+EXPORT int HOOK(pthread_cond_clockwait)(pthread_cond_t *c, pthread_mutex_t *m, clockid_t k, const struct timespec *t)
 {
-	resolve_cond();
-	if (!cond.clockwait)
+	cond_ready();
+	cond_clockwait_fn f = RELAXED(cond.clockwait);
+	if (!f)
 		return EINVAL;
-	WAITING(__builtin_return_address(0), cond.clockwait(c, m, k, t));
+	WAITING(__builtin_return_address(0), f(c, m, k, t));
 }
 
 void pools_init(void)
 {
-	resolve_cond();
+	cond_ready();
 	tls.open_slot = -1;
 }

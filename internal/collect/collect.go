@@ -33,6 +33,8 @@ type Collector struct {
 	exits    map[int]syscall.WaitStatus
 	awaited  map[int]bool // pids whose end the agent learns by waiting
 	warnings []string
+	// notes name processes that ran unprofiled or with less than asked for.
+	notes []string
 
 	// NativePythonInternals keeps the interpreter's own frames in stacks
 	// that have Python frames.
@@ -145,8 +147,11 @@ func (c *Collector) Execd(pid int) {
 // Warn notes a problem met outside the rings, as the collector's own.
 func (c *Collector) Warn(msg string) { c.warn("%s", msg) }
 
-// Warnings returns problems met while collecting (each once).
-func (c *Collector) Warnings() []string { return c.warnings }
+// Warnings returns problems met while collecting (each once), then the
+// processes that ran unprofiled or with less than asked for.
+func (c *Collector) Warnings() []string {
+	return append(append([]string(nil), c.warnings...), c.noteWarnings()...)
+}
 
 // warn notes a problem once, for the run's output and, as a Note record,
 // for every report of the capture.
@@ -158,7 +163,9 @@ func (c *Collector) warn(format string, args ...any) {
 		}
 	}
 	c.warnings = append(c.warnings, msg)
-	c.w.Note(&capture.Note{Text: msg}) // a write error surfaces with the next record
+	if c.w != nil {
+		c.w.Note(&capture.Note{Text: msg}) // a write error surfaces with the next record
+	}
 }
 
 // Await says that the agent waits for pid itself: its last stream stays open
@@ -232,7 +239,7 @@ func (c *Collector) discover() error {
 	}
 	var fresh []*stream
 	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), "ring.") {
+		if c.unprofiledMarker(e.Name()) || !strings.HasPrefix(e.Name(), "ring.") {
 			continue
 		}
 		info, err := e.Info()
@@ -258,7 +265,9 @@ func (c *Collector) discover() error {
 		// Mapped now: unlinked, the memory goes away with the last process
 		// that maps it, even if heaplens itself is killed.
 		os.Remove(path)
-		fresh = append(fresh, &stream{name: name, r: r, hdr: r.Header(), locs: map[uint64]uint64{}})
+		h := r.Header()
+		c.ringNotes(h)
+		fresh = append(fresh, &stream{name: name, r: r, hdr: h, locs: map[uint64]uint64{}})
 	}
 	// Parents before children, earlier images before later ones.
 	sort.Slice(fresh, func(i, j int) bool {

@@ -11,6 +11,8 @@ const (
 
 	FlagInitDone = 1
 	FlagForked   = 2
+	FlagSmaller  = 4 // data_size < wanted_size: the file system could not back the size asked for
+	FlagNoUnwind = 8 // forked while another thread was unwinding: no native stacks
 
 	RecAlloc  = 1
 	RecFree   = 2
@@ -65,6 +67,8 @@ const (
 	offParentSeq    = 80
 	offCmdlineLen   = 84
 	offExeLen       = 88
+	offBackingErrno = 92
+	offWantedSize   = 96
 	offHead         = 128
 	offTail         = 192
 	offDroppedAlloc = 256

@@ -29,6 +29,15 @@ type Header struct {
 	ParentSeq     uint32
 	Cmdline       []string
 	Exe           string
+	DataSize      uint64
+	// Smaller: the library could not back WantedSize bytes (BackingErrno
+	// says why) and made a DataSize ring instead.
+	Smaller      bool
+	WantedSize   uint64
+	BackingErrno unix.Errno
+	// NoUnwind: forked while another thread was inside the unwinder, whose
+	// locks may stay held in the child: its stacks have no native frames.
+	NoUnwind bool
 }
 
 // Counters are the ring's running totals.
@@ -167,6 +176,7 @@ func (r *Ring) Close() error {
 func (r *Ring) Header() Header {
 	le := binary.LittleEndian
 	m := r.mem
+	flags := atomic.LoadUint32(r.u32(offFlags))
 	h := Header{
 		PID:           int(int64(le.Uint64(m[offPID:]))),
 		PPID:          int(int64(le.Uint64(m[offPPID:]))),
@@ -174,7 +184,12 @@ func (r *Ring) Header() Header {
 		StartUnixNano: int64(le.Uint64(m[offStartReal:])),
 		Rate:          le.Uint64(m[offRate:]),
 		Seq:           le.Uint32(m[offSeq:]),
-		Forked:        atomic.LoadUint32(r.u32(offFlags))&FlagForked != 0,
+		Forked:        flags&FlagForked != 0,
+		DataSize:      uint64(len(r.data)),
+		Smaller:       flags&FlagSmaller != 0,
+		WantedSize:    le.Uint64(m[offWantedSize:]),
+		BackingErrno:  unix.Errno(le.Uint32(m[offBackingErrno:])),
+		NoUnwind:      flags&FlagNoUnwind != 0,
 		ParentPID:     int(int64(le.Uint64(m[offParentPID:]))),
 		ParentSeq:     le.Uint32(m[offParentSeq:]),
 	}

@@ -64,6 +64,7 @@ func runEnv(t *testing.T, timeout time.Duration, env []string, name string, args
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.WaitDelay = 10 * time.Second // a hung grandchild holding the pipes must not hang the suite
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}

@@ -1,0 +1,78 @@
+package collect
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/heaplens/heaplens/internal/capture"
+	"github.com/heaplens/heaplens/internal/ring"
+	"github.com/heaplens/heaplens/internal/size"
+)
+
+// maxNotes is how many processes the warnings name one by one (a fork
+// storm in a small /dev/shm has hundreds).
+const maxNotes = 10
+
+// unprofiledMarker reads the empty file unprofiled.<pid>.<errno>.<bytes>.<comm>
+// that the library leaves when it cannot make a ring: that process ran on
+// without profiling. It reports whether name is such a marker.
+func (c *Collector) unprofiledMarker(name string) bool {
+	rest, ok := strings.CutPrefix(name, "unprofiled.")
+	if !ok {
+		return false
+	}
+	os.Remove(filepath.Join(c.dir, name)) // counted once
+	f := strings.SplitN(rest, ".", 4)
+	if len(f) != 4 {
+		return true
+	}
+	pid, err1 := strconv.Atoi(f[0])
+	errno, err2 := strconv.ParseUint(f[1], 10, 16)
+	bytes, err3 := strconv.ParseUint(f[2], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return true
+	}
+	c.note("process %d (%s) ran unprofiled: could not back a ring of %s (nor a smaller one) in %s: %v",
+		pid, f[3], size.FormatSize(bytes), c.dir, unix.Errno(errno))
+	return true
+}
+
+// ringNotes warns about a ring the library had to compromise on.
+func (c *Collector) ringNotes(h ring.Header) {
+	cmd := filepath.Base(h.Exe)
+	if len(h.Cmdline) > 0 {
+		cmd = filepath.Base(h.Cmdline[0])
+	}
+	if h.Smaller {
+		c.note("process %d (%s) has a ring of %s, not %s: could not back it in %s: %v; expect dropped samples",
+			h.PID, cmd, size.FormatSize(h.DataSize), size.FormatSize(h.WantedSize), c.dir, h.BackingErrno)
+	}
+	if h.NoUnwind {
+		c.note("process %d (%s) was forked while another thread was unwinding: its samples have no native frames, as the unwinder's locks may stay held in it",
+			h.PID, cmd)
+	}
+}
+
+// note names a process that ran unprofiled or with less than asked for:
+// in the run's warnings (the first maxNotes) and, as a Note record, for
+// every report.
+func (c *Collector) note(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	c.notes = append(c.notes, msg)
+	if c.w != nil {
+		c.w.Note(&capture.Note{Text: msg}) // a write error surfaces with the next record
+	}
+}
+
+func (c *Collector) noteWarnings() []string {
+	if len(c.notes) <= maxNotes {
+		return c.notes
+	}
+	out := append([]string(nil), c.notes[:maxNotes]...)
+	return append(out, fmt.Sprintf("and %d more such notes about other processes", len(c.notes)-maxNotes))
+}

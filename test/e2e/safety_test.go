@@ -1,0 +1,144 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// inTmpfs runs argv in a private mount namespace with a tmpfs of the given
+// size mounted on mountpoint: a small /dev/shm, as in a container.
+func inTmpfs(t *testing.T, size, mountpoint string, env []string, argv ...string) result {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatalf("this test mounts a small tmpfs in a private mount namespace: run it as root (unshare -m, mount -t tmpfs)")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Fatalf("unshare (util-linux) is needed: %v", err)
+	}
+	script := `mount -t tmpfs -o size="$1" tmpfs "$2" && shift 2 && exec "$@"`
+	args := append([]string{"-m", "sh", "-c", script, "sh", size, mountpoint}, argv...)
+	return runEnv(t, 3*time.Minute, env, "unshare", args...)
+}
+
+// Rings are backed before use: a /dev/shm too small for them never kills
+// the program with SIGBUS (it did, at the first write to an unbacked page).
+// The library takes a smaller ring, or runs the process unprofiled, and the
+// run's warnings say which.
+func TestFullRingFilesystem(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "stress.c")
+	bare := run(t, 2*time.Minute, bin, "20000")
+	if bare.code != 0 {
+		t.Fatalf("stress fails without heaplens: %d %s", bare.code, bare.stdout)
+	}
+	cases := []struct {
+		shm  string
+		want *regexp.Regexp // in heaplens's warnings
+	}{
+		// 16 MiB and 8 MiB (plus the header page) do not fit, 4 MiB does.
+		{"8m", regexp.MustCompile(`process \d+ \(stress\) has a ring of 4 MiB, not 16 MiB: could not back it in /dev/shm/heaplens-\S+: no space left on device`)},
+		// Not even the smallest ring fits: the program runs unprofiled.
+		{"64k", regexp.MustCompile(`process \d+ \(stress\) ran unprofiled: could not back a ring of 16 MiB \(nor a smaller one\) in /dev/shm/heaplens-\S+: no space left on device`)},
+	}
+	for _, c := range cases {
+		t.Run("shm="+c.shm, func(t *testing.T) {
+			capPath := filepath.Join(dir, "shm"+c.shm+".hlc")
+			res := inTmpfs(t, c.shm, "/dev/shm", nil, heaplensBin(t), "run", "-o", capPath, "--rate", "1", "--", bin, "20000")
+			if res.code != 0 || res.stdout != bare.stdout {
+				t.Fatalf("with a %s /dev/shm: exit %d, output %q, want 0 and %q\n%s", c.shm, res.code, res.stdout, bare.stdout, res.stderr)
+			}
+			if !c.want.MatchString(res.stderr) {
+				t.Errorf("the run does not say what became of the ring; want %q in:\n%s", c.want, res.stderr)
+			}
+		})
+	}
+}
+
+// No value of the library's variables can change what the program does:
+// each run must print what the bare run prints and exit as it does. The
+// rings go to a 1 MiB tmpfs, so a ring size that parses to more than that
+// and is not backed would kill the program.
+func TestHostileEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "stress.c")
+	lib := filepath.Join(root, "internal", "launch", "libheaplens.so")
+	if _, err := os.Stat(lib); err != nil {
+		t.Fatalf("%s is missing: run `make` first: %v", lib, err)
+	}
+	bare := run(t, 2*time.Minute, bin, "3000")
+	if bare.code != 0 {
+		t.Fatalf("stress fails without heaplens: %d %s", bare.code, bare.stdout)
+	}
+	rings := filepath.Join(dir, "rings")
+	if err := os.Mkdir(rings, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	afile := filepath.Join(dir, "afile")
+	os.WriteFile(afile, nil, 0o600)
+	cases := []struct{ name, value string }{
+		{"HEAPLENS_RING_SIZE", "18446744074783293440"}, // 2^64 + 1 GiB: wraps to 1 GiB when parsed carelessly
+		{"HEAPLENS_RING_SIZE", "99999999999999999999999999"},
+		{"HEAPLENS_RING_SIZE", "1099511627776"}, // 1 TiB
+		{"HEAPLENS_RING_SIZE", "4096"},
+		{"HEAPLENS_RING_SIZE", "100000"},
+		{"HEAPLENS_RING_SIZE", "-65536"},
+		{"HEAPLENS_RING_SIZE", "0x100000"},
+		{"HEAPLENS_RING_SIZE", ""},
+		{"HEAPLENS_RATE", "18446744073709551617"},
+		{"HEAPLENS_RATE", "0"},
+		{"HEAPLENS_RATE", "-1"},
+		{"HEAPLENS_RATE", "1.5"},
+		{"HEAPLENS_RATE", "18446744073709551615"},
+		{"HEAPLENS_SEED", "18446744073709551616"},
+		{"HEAPLENS_SEED", "seed"},
+		{"HEAPLENS_DIR", "relative/rings"},
+		{"HEAPLENS_DIR", "/" + strings.Repeat("d", 5000)},
+		{"HEAPLENS_DIR", "/nonexistent/heaplens"},
+		{"HEAPLENS_DIR", afile},
+		{"HEAPLENS_DIR", ""},
+		{"HEAPLENS_AGENT_PID", "99999999999999999999"},
+		{"HEAPLENS_AGENT_PID", "-1"},
+		{"HEAPLENS_FOLLOW", "2"},
+		{"HEAPLENS_FOLLOW", "18446744073709551616"},
+		{"HEAPLENS_FOLLOW", "no"},
+		{"HEAPLENS_PYTHON", "\xff"},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s=%.24q", c.name, c.value), func(t *testing.T) {
+			env := []string{"LD_PRELOAD=" + lib, "HEAPLENS_DIR=" + rings, "HEAPLENS_RATE=1"}
+			env = append(env, c.name+"="+c.value) // the last one wins
+			res := inTmpfs(t, "1m", rings, env, bin, "3000")
+			if res.code != bare.code || res.stdout != bare.stdout || res.stderr != bare.stderr {
+				t.Errorf("%s=%q: exit %d, stdout %q, stderr %q; bare: exit %d, stdout %q, stderr %q",
+					c.name, c.value, res.code, res.stdout, res.stderr, bare.code, bare.stdout, bare.stderr)
+			}
+		})
+	}
+}
+
+// A fork while other threads are inside the unwinder holding its lock
+// (libgcc's object_mutex, taken for every lookup once a program registers
+// frames, as JITs do): the child must not unwind, or it waits forever for a
+// lock whose owner did not survive the fork. Such children are recorded
+// without native frames, and the run says so.
+func TestForkWhileUnwinding(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "unwindfork.c")
+	capPath := filepath.Join(dir, "unwind.hlc")
+	res := run(t, 2*time.Minute, heaplensBin(t), "run", "-q", "-o", capPath, "--rate", "1", "--", bin)
+	if res.code != 0 || res.stdout != "children ok 60 of 60\n" {
+		t.Fatalf("exit %d, stdout %q\n%s", res.code, res.stdout, res.stderr)
+	}
+	if !regexp.MustCompile(`process \d+ \(unwindfork\) was forked while another thread was unwinding`).MatchString(res.stderr) {
+		t.Errorf("no child was noted as forked while unwinding (three threads unwind all the time):\n%s", res.stderr)
+	}
+	if c := load(t, capPath); len(c.Processes) != 61 {
+		t.Errorf("%d streams, want the parent and its 60 children", len(c.Processes))
+	}
+}
