@@ -106,6 +106,9 @@ func StackFrames(c *capture.Capture, stackID uint64) []string {
 			frames = append(frames, FrameLabel(loc, &loc.Lines[i], m))
 		}
 	}
+	if len(frames) == 0 { // a stack the library could not unwind (see NoUnwind)
+		frames = append(frames, "<no frames>")
+	}
 	return frames
 }
 

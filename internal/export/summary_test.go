@@ -106,3 +106,16 @@ func TestUserFrame(t *testing.T) {
 		}
 	}
 }
+
+// A stack with no frames (a fork child that could not unwind) is a site of
+// its own, not a crash.
+func TestUserFrameEmptyStack(t *testing.T) {
+	c := capture.NewCapture()
+	c.Stacks[1] = &capture.Stack{ID: 1}
+	if user, leaf := UserFrame(c, 1); user != "<no frames>" || leaf != "" {
+		t.Errorf("empty stack: %q via %q", user, leaf)
+	}
+	if f := StackFrames(c, 1); len(f) != 1 || f[0] != "<no frames>" {
+		t.Errorf("StackFrames of an empty stack: %q", f)
+	}
+}
