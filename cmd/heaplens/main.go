@@ -104,7 +104,12 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		o.Started = func(capturePath string) { startLive(capturePath, *liveAddr, stderr) }
 	}
 	res, err := launch.Run(o)
-	if err != nil {
+	switch {
+	case err != nil && res != nil && res.Status != "":
+		// The command ran: its exit status stands, whatever went wrong
+		// with the profile (a full disk, …); say so and report what there is.
+		fmt.Fprintf(stderr, "heaplens: warning: %v; the capture may be incomplete\n", err)
+	case err != nil:
 		if errors.Is(err, launch.ErrNotFound) || errors.Is(err, launch.ErrNotExecutable) {
 			fmt.Fprintf(stderr, "heaplens: %v\n", err)
 		} else {
@@ -119,7 +124,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "heaplens: warning: %s\n", w)
 	}
 	if res.Capture != "" && !*quiet {
-		if err := printSummary(stderr, res); err != nil {
+		if err := printSummary(stderr, res, o.Command); err != nil {
 			fmt.Fprintf(stderr, "heaplens: summary: %v\n", err)
 		}
 	}

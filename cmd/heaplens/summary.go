@@ -11,11 +11,22 @@ import (
 	"github.com/heaplens/heaplens/internal/launch"
 )
 
-func printSummary(w io.Writer, res *launch.Result) error {
+// printSummary prints the run's summary from its capture; command is what
+// was run, for a capture that lost its first record.
+func printSummary(w io.Writer, res *launch.Result, command []string) (err error) {
+	defer func() {
+		// A bug in the summary must not cost the command's exit status.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("internal error, please report it: %v", r)
+		}
+	}()
 	c, err := capture.Load(res.Capture)
 	var corrupt *capture.CorruptError
 	if err != nil && !errors.As(err, &corrupt) {
 		return err
+	}
+	if len(c.Meta.Command) == 0 {
+		c.Meta.Command = command
 	}
 	peak, timeline := heap.PeakAndTimeline(c, heap.Options{}) // one replay for both
 	if err := export.Summary(w, c, heap.Allocs(c, heap.Options{}), heap.Leaks(c, heap.Options{}),

@@ -52,8 +52,12 @@ func Summary(w io.Writer, c *capture.Capture, allocs, leaks *heap.Profile, opt S
 		cmd = cmd[:57] + "..."
 	}
 	fmt.Fprintf(&b, "heaplens: %s %s\n", cmd, opt.Status)
-	fmt.Fprintf(&b, "  sampled every %s on average; %d process image(s), %d samples\n",
-		size.FormatSize(c.Meta.Rate), len(c.Processes), allocs.RawSamples())
+	if c.Meta.Rate == 0 { // every capture's Meta has a rate of at least 1
+		fmt.Fprintf(&b, "  the capture lost its first record: nothing below can be trusted\n")
+	} else {
+		fmt.Fprintf(&b, "  sampled every %s on average; %d process image(s), %d samples\n",
+			size.FormatSize(c.Meta.Rate), len(c.Processes), allocs.RawSamples())
+	}
 	if c.Meta.Rate > 1 {
 		fmt.Fprintf(&b, "  estimates:  %s\n", estimatesMean)
 	}

@@ -142,3 +142,26 @@ func TestForkWhileUnwinding(t *testing.T) {
 		t.Errorf("%d streams, want the parent and its 60 children", len(c.Processes))
 	}
 }
+
+// A capture that cannot be written to the end (a full disk) costs the
+// capture, not the command: heaplens exits with the command's status, says
+// what went wrong and still summarises what it has.
+func TestFullCaptureDisk(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "leaky.c")
+	mnt := filepath.Join(dir, "small")
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// --rate 4KiB makes a capture of several hundred KiB; the disk holds 64 KiB.
+	res := inTmpfs(t, "64k", mnt, nil, heaplensBin(t), "run", "--rate", "4KiB", "-o", filepath.Join(mnt, "x.hlc"), "--", bin)
+	if res.code != 0 || !strings.Contains(res.stdout, "keep_small 20480000") {
+		t.Fatalf("exit %d (the command exited 0), stdout %q\nstderr: %s", res.code, res.stdout, res.stderr)
+	}
+	if !strings.Contains(res.stderr, "no space left on device") || !strings.Contains(res.stderr, "the capture may be incomplete") {
+		t.Errorf("the run does not say that the capture could not be written:\n%s", res.stderr)
+	}
+	if !strings.Contains(res.stderr, "leaky exited with status 0") {
+		t.Errorf("no summary:\n%s", res.stderr)
+	}
+}
