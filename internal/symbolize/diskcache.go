@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/heaplens/heaplens/internal/capture"
+	"github.com/heaplens/heaplens/internal/privdir"
 )
 
 // The symbol cache keeps Lookup results across runs, one file per ELF file
@@ -138,7 +139,10 @@ func validBuildID(id string) bool {
 func (d *diskFile) get(vaddr uint64) ([]capture.Line, bool) {
 	if !d.loaded {
 		d.loaded = true
-		d.entries = readCacheFile(d.path, d.key)
+		// Entries another user could have planted are not trusted.
+		if privdir.Check(filepath.Dir(d.path)) == nil {
+			d.entries = readCacheFile(d.path, d.key)
+		}
 	}
 	lines, ok := d.entries[vaddr]
 	if !ok {
@@ -176,13 +180,14 @@ func (d *diskFile) save() {
 		}
 		return
 	}
+	// Only into a directory of ours that no one else can write (privdir).
+	if err := privdir.EnsureAll(dir, 0o700); err != nil {
+		return
+	}
 	for va, lines := range readCacheFile(d.path, d.key) {
 		if _, ok := d.entries[va]; !ok && len(d.entries) < maxCacheEntries {
 			d.entries[va] = lines
 		}
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return
 	}
 	if err := writeFileAtomic(d.path, encodeCache(d.key, d.entries)); err != nil {
 		return
