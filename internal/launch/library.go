@@ -69,48 +69,39 @@ func LibraryPath() (string, error) {
 	return path, nil
 }
 
-// libraryDir picks and prepares the directory of the library: the first
-// candidate that others can reach, else the last one.
+// libraryDir picks and prepares the directory of the library: the user
+// cache directory if others can reach it, else $TMPDIR/heaplens-UID. An
+// unsafe directory of heaplens's own name is refused, not worked around.
 func libraryDir() (string, error) {
-	var cands []string
+	tmp := filepath.Join(os.TempDir(), fmt.Sprintf("heaplens-%d", os.Geteuid()))
 	if d, err := os.UserCacheDir(); err == nil {
 		// Only an existing cache directory: never create a home directory.
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
-			cands = append(cands, filepath.Join(d, "heaplens"))
+			dir, reachable, err := privdir.Resolve(filepath.Join(d, "heaplens"))
+			if err == nil && reachable && preloadable(dir) {
+				err := privdir.Ensure(dir, 0o711)
+				if errors.Is(err, privdir.ErrUnsafe) {
+					return "", err
+				}
+				if fi, serr := os.Stat(dir); err == nil && serr == nil && fi.Mode()&0o001 != 0 {
+					return dir, nil
+				}
+			}
 		}
 	}
-	tmp := filepath.Join(os.TempDir(), fmt.Sprintf("heaplens-%d", os.Geteuid()))
-	cands = append(cands, tmp)
-	for _, dir := range cands {
-		if !filepath.IsAbs(dir) || strings.ContainsAny(dir, ": \t\n") {
-			// LD_PRELOAD separates paths with colons and spaces.
-			if dir == tmp {
-				return "", fmt.Errorf("%q cannot be named in LD_PRELOAD (it must be absolute, without colons or spaces): set TMPDIR to another directory", dir)
-			}
-			continue
-		}
-		reachable, err := privdir.CheckAncestors(dir)
-		if err != nil && dir != tmp {
-			continue // another place will do
-		}
-		if err != nil {
-			return "", err
-		}
-		if err := privdir.Ensure(dir, 0o711); err != nil {
-			if errors.Is(err, privdir.ErrUnsafe) || dir == tmp {
-				return "", err
-			}
-			continue
-		}
-		fi, err := os.Stat(dir)
-		if err != nil {
-			return "", err
-		}
-		if dir == tmp || reachable && fi.Mode()&0o001 != 0 {
-			return dir, nil
-		}
+	dir, _, err := privdir.Resolve(tmp)
+	if err != nil {
+		return "", err
 	}
-	return "", errors.New("no directory for the library") // the loop returns at tmp
+	if !preloadable(dir) {
+		return "", fmt.Errorf("%q cannot be named in LD_PRELOAD, which separates paths with colons and spaces: set TMPDIR to another directory", dir)
+	}
+	return dir, privdir.Ensure(dir, 0o711)
+}
+
+// preloadable reports whether LD_PRELOAD can name a file in dir.
+func preloadable(dir string) bool {
+	return filepath.IsAbs(dir) && !strings.ContainsAny(dir, ": \t\n")
 }
 
 // verifyLibrary checks that path is the embedded library: a regular file of

@@ -235,14 +235,15 @@ func sessionDir() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("launch: session directory: %w", err)
 	}
-	if _, err = privdir.CheckAncestors(dir); err == nil {
+	created := dir
+	if dir, _, err = privdir.Resolve(created); err == nil {
 		err = privdir.Check(dir)
 	}
 	if err == nil && len(dir) > maxDirLen {
 		err = fmt.Errorf("%s: path longer than %d bytes; set TMPDIR to a shorter one", dir, maxDirLen)
 	}
 	if err != nil {
-		os.Remove(dir)
+		os.Remove(created)
 		return "", fmt.Errorf("launch: session directory: %w", err)
 	}
 	return dir, nil

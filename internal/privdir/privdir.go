@@ -21,7 +21,7 @@ import (
 )
 
 // ErrUnsafe is wrapped by the errors for directories that fail the checks.
-var ErrUnsafe = errors.New("unsafe directory")
+var ErrUnsafe = errors.New("unsafe")
 
 // Ensure makes sure dir is a directory owned by the current user, not a
 // symbolic link and writable by no one else, creating it with perm if it is
@@ -80,7 +80,7 @@ func checkStat(dir string, st *unix.Stat_t, own bool) error {
 	mode := st.Mode & 0o7777
 	switch {
 	case st.Uid != uid && (own || st.Uid != 0):
-		return fmt.Errorf("%w: %s is owned by %s, not by you (%s): another user could replace what heaplens puts there; remove it or set TMPDIR (or XDG_CACHE_HOME) to a directory of your own",
+		return fmt.Errorf("%w: %s is owned by %s, not by you, %s: another user could replace what heaplens puts there; remove it or set TMPDIR (or XDG_CACHE_HOME) to a directory of your own",
 			ErrUnsafe, dir, userName(st.Uid), userName(uid))
 	case mode&0o022 != 0 && (own || mode&unix.S_ISVTX == 0):
 		return fmt.Errorf("%w: %s has mode %04o: group or others can write to it; make it private (chmod go-w %s) or set TMPDIR (or XDG_CACHE_HOME) to a private directory",
@@ -89,33 +89,35 @@ func checkStat(dir string, st *unix.Stat_t, own bool) error {
 	return nil
 }
 
-// CheckAncestors verifies the directories above dir (symbolic links
-// resolved): each must belong to root or the current user and be writable by
-// no one else, unless it is sticky as /tmp is (an entry there can only be
-// replaced by its owner, and the entry itself is then checked). It also
-// reports whether others can reach dir: every directory above it lets them
-// traverse it.
-func CheckAncestors(dir string) (reachable bool, err error) {
-	parent, err := filepath.EvalSymlinks(filepath.Dir(filepath.Clean(dir)))
+// Resolve returns dir with the symbolic links above it resolved, so that a
+// link cannot be pointed elsewhere after the checks, and verifies the
+// directories above it: each must belong to root or the current user and be
+// writable by no one else, unless it is sticky as /tmp is (an entry there can
+// only be replaced by its owner, and the entry itself is then checked).
+// reachable tells whether every directory above dir lets others traverse it.
+func Resolve(dir string) (resolved string, reachable bool, err error) {
+	dir = filepath.Clean(dir)
+	parent, err := filepath.EvalSymlinks(filepath.Dir(dir))
 	if err != nil {
-		return false, err
+		return "", false, err
 	}
 	reachable = true
 	for p := parent; ; p = filepath.Dir(p) {
 		var st unix.Stat_t
 		if err := unix.Stat(p, &st); err != nil {
-			return false, fmt.Errorf("%s: %w", p, err)
+			return "", false, fmt.Errorf("%s: %w", p, err)
 		}
 		if err := checkStat(p, &st, false); err != nil {
-			return false, err
+			return "", false, err
 		}
 		if st.Mode&0o001 == 0 {
 			reachable = false
 		}
 		if p == "/" || p == "." {
-			return reachable, nil
+			break
 		}
 	}
+	return filepath.Join(parent, filepath.Base(dir)), reachable, nil
 }
 
 // CreateFile creates or truncates path for writing, mode perm when new. It
@@ -155,7 +157,7 @@ func CreateFile(path string, perm fs.FileMode) (*os.File, error) {
 func userName(uid uint32) string {
 	s := strconv.FormatUint(uint64(uid), 10)
 	if u, err := user.LookupId(s); err == nil {
-		return "uid " + s + " (" + u.Username + ")"
+		return u.Username + " (uid " + s + ")"
 	}
 	return "uid " + s
 }

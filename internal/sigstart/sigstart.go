@@ -55,4 +55,3 @@ func Restore() {
 		}
 	}
 }
-
