@@ -71,7 +71,8 @@ const CacheEnv = "HEAPLENS_SYMBOL_CACHE"
 
 // DefaultCacheDir is the symbol cache directory NewCache uses:
 // $HEAPLENS_SYMBOL_CACHE, else heaplens/symbols in the user cache directory
-// (os.UserCacheDir), or "" (no cache) when neither is available.
+// (os.UserCacheDir), or "" (no cache) when neither is available or the
+// home it is in does not exist.
 func DefaultCacheDir() string {
 	switch v := os.Getenv(CacheEnv); v {
 	case "off", "0":
@@ -82,6 +83,10 @@ func DefaultCacheDir() string {
 	}
 	d, err := os.UserCacheDir()
 	if err != nil {
+		return ""
+	}
+	// A home that does not exist (HOME=/nonexistent) is not created.
+	if _, err := os.Stat(filepath.Dir(d)); err != nil {
 		return ""
 	}
 	return filepath.Join(d, "heaplens", "symbols")
