@@ -41,9 +41,10 @@ func Ignored(sig syscall.Signal) bool {
 
 // Restore ignores again, in this process and so in the children it starts,
 // every signal that was ignored at start and that the runtime took over.
-// Left as the runtime has them: SIGCHLD (heaplens must wait for its
-// command), SIGURG and SIGPROF (the runtime's preemption and profiling) and
-// the synchronous signals that the runtime turns into panics.
+// Left as the runtime has them (so at their default in children): SIGCHLD
+// (heaplens must wait for its command), SIGURG and SIGPROF (the runtime's
+// preemption and profiling) and the fault signals signal.Ignore does not
+// touch (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGSTKFLT).
 func Restore() {
 	for sig := syscall.Signal(1); sig <= 64; sig++ {
 		switch sig {

@@ -116,6 +116,8 @@ func TestBadInput(t *testing.T) {
 		{"rate zero", []string{"run", "--rate", "0", "--", "true"}, 2, "rate", ""},
 		{"rate negative", []string{"run", "--rate", "-5", "--", "true"}, 2, "rate", ""},
 		{"ring size not a power of two", []string{"run", "--ring-size", "100KiB", "--", "true"}, 2, "ring-size", ""},
+		{"ring size too large", []string{"run", "--ring-size", "2GiB", "--", "true"}, 2, "ring-size", ""},
+		{"ring size too small", []string{"run", "--ring-size", "32KiB", "--", "true"}, 2, "ring-size", ""},
 		{"exit status", []string{"run", "-q", "-o", filepath.Join(dir, "e.hlc"), "--", exitWith, "3"}, 3, "", "exit_with 3"},
 		{"killed by signal", []string{"run", "-q", "-o", filepath.Join(dir, "k.hlc"), "--", exitWith, "-15"}, 128 + 15, "", "exit_with -15"},
 		{"static binary still runs", []string{"run", "-o", filepath.Join(dir, "s.hlc"), "--", static, "5"}, 5, "statically linked", "exit_with 5"},
