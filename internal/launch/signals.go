@@ -12,11 +12,11 @@ import (
 )
 
 // The command must start with the signal dispositions and mask heaplens was
-// started with. The runtime gives children the mask heaplens started with,
-// and resets every signal it handles to the default; sigstart.Restore
-// ignores again the signals that were ignored. Signals heaplens catches to
-// survive (signal.Notify, never signal.Ignore, which children would
-// inherit) reach the command as the default.
+// started with, which package sigstart recorded. Dispositions: the runtime
+// resets every signal it handles to the default in children, so heaplens
+// catches the signals it must survive with signal.Notify (never
+// signal.Ignore, which children would inherit), and sigstart.Restore
+// ignores again what was ignored. The mask: see start.
 
 // catchSignals keeps heaplens alive to finish the capture when the command
 // is interrupted; it returns the signals to pass on to the command. A signal
