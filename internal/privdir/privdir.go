@@ -29,19 +29,31 @@ var ErrUnsafe = errors.New("unsafe")
 // never set.
 func Ensure(dir string, perm fs.FileMode) error {
 	perm &^= 0o022
-	if err := os.Mkdir(dir, perm); err == nil {
-		// The umask may have removed bits others need (traversing 0711).
-		if err := os.Chmod(dir, perm); err != nil {
-			return fmt.Errorf("%s: %w", dir, err)
-		}
-	} else if !errors.Is(err, fs.ErrExist) {
+	created := true
+	if err := os.Mkdir(dir, perm); errors.Is(err, fs.ErrExist) {
+		created = false
+	} else if err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
 	}
-	return Check(dir)
+	fd, st, err := open(dir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := checkStat(dir, st, true); err != nil {
+		return err
+	}
+	// The umask may have removed bits others need (traversing 0711).
+	if created && st.Mode&0o777 != uint32(perm) {
+		if err := unix.Fchmod(fd, uint32(perm)); err != nil {
+			return fmt.Errorf("%s: %w", dir, err)
+		}
+	}
+	return nil
 }
 
 // EnsureAll is Ensure for dir and every missing parent; parents are created
-// 0711, so that they let others reach no more than before.
+// 0711: others may traverse them, not list or write them.
 func EnsureAll(dir string, perm fs.FileMode) error {
 	dir = filepath.Clean(dir)
 	if _, err := os.Lstat(dir); err != nil && errors.Is(err, fs.ErrNotExist) {
@@ -58,19 +70,30 @@ func EnsureAll(dir string, perm fs.FileMode) error {
 // component: opened with O_NOFOLLOW|O_DIRECTORY and checked with fstat, so
 // that what is checked is what was opened.
 func Check(dir string) error {
+	fd, st, err := open(dir)
+	if err != nil {
+		return err
+	}
+	unix.Close(fd)
+	return checkStat(dir, st, true)
+}
+
+// open opens the directory dir itself, never what a symbolic link there
+// points to, and stats it.
+func open(dir string) (int, *unix.Stat_t, error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if fi, lerr := os.Lstat(dir); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
-			return fmt.Errorf("%w: %s is a symbolic link; heaplens writes only into real directories it owns: remove it (rm %s)", ErrUnsafe, dir, dir)
+			return -1, nil, fmt.Errorf("%w: %s is a symbolic link; heaplens writes only into real directories it owns: remove it (rm %s)", ErrUnsafe, dir, dir)
 		}
-		return fmt.Errorf("%s: %w", dir, err)
+		return -1, nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("%s: %w", dir, err)
+		unix.Close(fd)
+		return -1, nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	return checkStat(dir, &st, true)
+	return fd, &st, nil
 }
 
 // checkStat refuses what another user owns or can write to. own means the
