@@ -13,7 +13,7 @@ $(SO): preload/heaplens.c preload/python.c preload/pools.c preload/openmp.c prel
 	$(CC) $(CFLAGS) $(PRELOAD_CFLAGS) -o $@ preload/heaplens.c preload/python.c preload/pools.c preload/openmp.c -lm -lgcc_s
 
 bin/heaplens: $(SO) $(shell find cmd internal -name '*.go' -not -name '*_test.go') $(wildcard internal/web/assets/*) go.mod go.sum
-	$(GO) build -o $@ ./cmd/heaplens
+	$(GO) build -ldflags=-E=github.com/heaplens/heaplens/internal/sigstart.entry -o $@ ./cmd/heaplens
 
 # Installs what the tests need on a fresh Debian machine, then runs them all.
 deps:

@@ -96,8 +96,8 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "heaplens run: no command given (usage: heaplens run [flags] -- COMMAND [ARGS...])")
 		return 2
 	}
-	if o.RingSize != 0 && (o.RingSize < 64<<10 || o.RingSize > 1<<30 || o.RingSize&(o.RingSize-1) != 0) {
-		fmt.Fprintf(stderr, "heaplens run: --ring-size must be a power of two from 64KiB to 1GiB, not %s\n", size.FormatSize(o.RingSize))
+	if err := launch.CheckRingSize(o.RingSize); o.RingSize != 0 && err != nil {
+		fmt.Fprintf(stderr, "heaplens run: %v\n", err)
 		return 2
 	}
 	if *live {

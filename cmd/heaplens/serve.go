@@ -30,7 +30,6 @@ func startLive(capturePath, addr string, stderr io.Writer) {
 // waitInterrupt keeps the --live web UI up after the command ended, until
 // SIGINT or SIGTERM.
 func waitInterrupt(stderr io.Writer) {
-	signal.Reset(os.Interrupt, syscall.SIGQUIT) // heaplens run ignored them while the command ran
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 	fmt.Fprintf(stderr, "heaplens: the command ended; still serving %s (Ctrl-C to stop)\n", liveURL)

@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 func TestLibraryPathIsContentAddressed(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("TMPDIR", t.TempDir())
 	p1, err := LibraryPath()
 	if err != nil {
 		t.Fatal(err)
@@ -70,5 +72,27 @@ func TestProfiledEnv(t *testing.T) {
 	}
 	if strings.Contains(got, "HEAPLENS_RATE=7") {
 		t.Errorf("an inherited HEAPLENS_ variable survived: %q", got)
+	}
+}
+
+// LD_PRELOAD separates paths with colons and spaces: a cache directory
+// whose name has them is passed over, a TMPDIR whose name has them refused.
+func TestLibraryPathPreloadable(t *testing.T) {
+	base := t.TempDir()
+	os.Chmod(filepath.Dir(base), 0o755) // reachable, so only the name decides
+	os.Chmod(base, 0o755)
+	cache, tmp, spaced := filepath.Join(base, "a:b"), filepath.Join(base, "tmp"), filepath.Join(base, "t m p")
+	for _, d := range []string{cache, tmp, spaced} {
+		os.Mkdir(d, 0o755)
+	}
+	t.Setenv("XDG_CACHE_HOME", cache)
+	t.Setenv("TMPDIR", tmp)
+	p, err := LibraryPath()
+	if err != nil || filepath.Dir(p) != filepath.Join(tmp, "heaplens-"+strconv.Itoa(os.Geteuid())) {
+		t.Errorf("LibraryPath() = %q, %v; want it under %s", p, err, tmp)
+	}
+	t.Setenv("TMPDIR", spaced)
+	if p, err := LibraryPath(); err == nil || !strings.Contains(err.Error(), "LD_PRELOAD") {
+		t.Errorf("LibraryPath() with TMPDIR %q = %q, %v; want an error about LD_PRELOAD", spaced, p, err)
 	}
 }

@@ -7,9 +7,15 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/heaplens/heaplens/internal/privdir"
+	"golang.org/x/sys/unix"
 )
 
 // The Makefile builds preload/ into this file before the Go build.
@@ -20,40 +26,105 @@ var library []byte
 // LibraryPath extracts the embedded library to a content-addressed file and
 // returns its path. A real file (not a memfd) survives children that close
 // their descriptors and grandchildren that exec.
+//
+// The directory is heaplens's own and writable by no one else (see
+// privdir), or the library could be swapped under the profiled program.
+// It is 0711 and the file 0755, and every directory above it lets others
+// through: a child that switches user (su, subprocess with user=) must be
+// able to load the library, or its loader prints an error into the
+// program's output. The user cache directory is used when that holds
+// (typically not for a private home directory), else $TMPDIR/heaplens-UID.
 func LibraryPath() (string, error) {
 	sum := sha256.Sum256(library)
 	name := "libheaplens-" + hex.EncodeToString(sum[:8]) + ".so"
-	var dirs []string
-	if d, err := os.UserCacheDir(); err == nil {
-		dirs = append(dirs, filepath.Join(d, "heaplens"))
+	dir, err := libraryDir()
+	if err != nil {
+		return "", fmt.Errorf("launch: the preload library: %w", err)
 	}
-	dirs = append(dirs, filepath.Join(os.TempDir(), fmt.Sprintf("heaplens-%d", os.Getuid())))
-	var lastErr error
-	for _, dir := range dirs {
-		path := filepath.Join(dir, name)
-		if b, err := os.ReadFile(path); err == nil && bytes.Equal(b, library) {
-			return path, nil
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			lastErr = err
-			continue
-		}
-		tmp, err := os.CreateTemp(dir, name+".tmp*")
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		_, werr := tmp.Write(library)
-		cerr := tmp.Close()
-		if werr == nil && cerr == nil {
-			if err := os.Chmod(tmp.Name(), 0o755); err == nil {
-				if err := os.Rename(tmp.Name(), path); err == nil {
-					return path, nil
+	path := filepath.Join(dir, name)
+	if verifyLibrary(path, sum) == nil {
+		return path, nil
+	}
+	tmp, err := os.CreateTemp(dir, name+".tmp*")
+	if err != nil {
+		return "", fmt.Errorf("launch: extracting the preload library: %w", err)
+	}
+	_, werr := tmp.Write(library)
+	if werr == nil {
+		werr = tmp.Chmod(0o755)
+	}
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("launch: extracting the preload library to %s: %w", path, werr)
+	}
+	if err := verifyLibrary(path, sum); err != nil {
+		return "", fmt.Errorf("launch: the extracted preload library: %w", err)
+	}
+	return path, nil
+}
+
+// libraryDir picks and prepares the directory of the library: the user
+// cache directory if others can reach it, else $TMPDIR/heaplens-UID. An
+// unsafe directory of heaplens's own name is refused, not worked around.
+func libraryDir() (string, error) {
+	tmp := filepath.Join(os.TempDir(), fmt.Sprintf("heaplens-%d", os.Geteuid()))
+	if d, err := os.UserCacheDir(); err == nil {
+		// Only an existing cache directory: never create a home directory.
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			dir, reachable, err := privdir.Resolve(filepath.Join(d, "heaplens"))
+			if err == nil && reachable && preloadable(dir) {
+				err := privdir.Ensure(dir, 0o711)
+				if errors.Is(err, privdir.ErrUnsafe) {
+					return "", err
+				}
+				if fi, serr := os.Stat(dir); err == nil && serr == nil && fi.Mode()&0o001 != 0 {
+					return dir, nil
 				}
 			}
 		}
-		os.Remove(tmp.Name())
-		lastErr = fmt.Errorf("writing %s: %v %v", path, werr, cerr)
 	}
-	return "", fmt.Errorf("launch: cannot extract the preload library: %w", lastErr)
+	dir, _, err := privdir.Resolve(tmp)
+	if err != nil {
+		return "", err
+	}
+	if !preloadable(dir) {
+		return "", fmt.Errorf("%q cannot be named in LD_PRELOAD, which separates paths with colons and spaces: set TMPDIR to another directory", dir)
+	}
+	return dir, privdir.Ensure(dir, 0o711)
+}
+
+// preloadable reports whether LD_PRELOAD can name a file in dir.
+func preloadable(dir string) bool {
+	return filepath.IsAbs(dir) && !strings.ContainsAny(dir, ": \t\n")
+}
+
+// verifyLibrary checks that path is the embedded library: a regular file of
+// ours that no one else can write, with its content.
+func verifyLibrary(path string, sum [32]byte) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != uint32(os.Geteuid()) || st.Mode&0o022 != 0 {
+		return fmt.Errorf("%s: not a file of ours that only we can write", path)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.LimitReader(f, int64(len(library))+1)); err != nil {
+		return err
+	}
+	if !bytes.Equal(h.Sum(nil), sum[:]) {
+		return fmt.Errorf("%s: content differs from the embedded library", path)
+	}
+	return nil
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/collect"
+	"github.com/heaplens/heaplens/internal/privdir"
+	"github.com/heaplens/heaplens/internal/size"
 )
 
 // Options configure one profiled run.
@@ -49,6 +51,23 @@ type Result struct {
 	PeakRSS  uint64 // highest total RSS of the profiled processes, 0 if never read
 }
 
+// Ring sizes the library takes (it falls back to 16MiB on others): a power
+// of two, at least a few hundred samples, at most what tmpfs comfortably
+// holds per process.
+const (
+	MinRingSize = 64 << 10
+	MaxRingSize = 1 << 30
+)
+
+// CheckRingSize says what is wrong with a ring size.
+func CheckRingSize(n uint64) error {
+	if n < MinRingSize || n > MaxRingSize || n&(n-1) != 0 {
+		return fmt.Errorf("--ring-size must be a power of two from %s to %s, not %s",
+			size.FormatSize(MinRingSize), size.FormatSize(MaxRingSize), size.FormatSize(n))
+	}
+	return nil
+}
+
 const pollEvery = 20 * time.Millisecond
 const flushEvery = time.Second
 const rssEvery = 100 * time.Millisecond
@@ -60,6 +79,9 @@ const rssEvery = 100 * time.Millisecond
 func Run(o Options) (*Result, error) {
 	if len(o.Command) == 0 {
 		return &Result{ExitCode: 2}, errors.New("no command given")
+	}
+	if err := CheckRingSize(o.RingSize); o.RingSize != 0 && err != nil {
+		return &Result{ExitCode: 2}, err
 	}
 	path, err := Resolve(o.Command[0])
 	if errors.Is(err, ErrNotExecutable) {
@@ -84,16 +106,16 @@ func Run(o Options) (*Result, error) {
 
 	cmd := command(o, path)
 	cmd.Env = profiledEnv(os.Environ(), lib, dir, o)
-	signals := forwardSignals()
+	signals := catchSignals()
 	defer signal.Stop(signals)
-	if err := cmd.Start(); err != nil {
+	if err := start(cmd); err != nil {
 		return &Result{ExitCode: 126}, fmt.Errorf("%s: %w", o.Command[0], err)
 	}
 	out := o.Output
 	if out == "" {
 		out = fmt.Sprintf("heaplens-%s-%d.hlc", sanitize(filepath.Base(o.Command[0])), cmd.Process.Pid)
 	}
-	f, err := os.Create(out)
+	f, err := privdir.CreateFile(out, 0o600)
 	if err != nil {
 		// The target runs on unprofiled; never leave it orphaned.
 		fmt.Fprintf(o.Log, "heaplens: cannot write the capture: %v; the command runs on unprofiled\n", err)
@@ -139,7 +161,7 @@ loop:
 		case <-done:
 			break loop
 		case sig := <-signals:
-			cmd.Process.Signal(sig)
+			relay(cmd.Process, sig)
 		case <-tick.C:
 			if collectErr == nil {
 				collectErr = col.Poll(false)
@@ -189,9 +211,9 @@ func command(o Options, path string) *exec.Cmd {
 
 func runPlain(o Options, path string) (*Result, error) {
 	cmd := command(o, path)
-	signals := forwardSignals()
+	signals := catchSignals()
 	defer signal.Stop(signals)
-	if err := cmd.Start(); err != nil {
+	if err := start(cmd); err != nil {
 		return &Result{ExitCode: 126}, fmt.Errorf("%s: %w", o.Command[0], err)
 	}
 	return wait(cmd, signals), nil
@@ -210,21 +232,14 @@ func wait(cmd *exec.Cmd, signals chan os.Signal) *Result {
 			}
 			return &Result{ExitCode: ws.ExitStatus(), Status: "exited with status " + strconv.Itoa(ws.ExitStatus())}
 		case sig := <-signals:
-			cmd.Process.Signal(sig)
+			relay(cmd.Process, sig)
 		}
 	}
 }
 
-// forwardSignals keeps heaplens alive to finish the capture. SIGINT and
-// SIGQUIT from a terminal already reach the whole process group, so they are
-// only swallowed; SIGTERM and SIGHUP are passed on to the command.
-func forwardSignals() chan os.Signal {
-	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT)
-	ch := make(chan os.Signal, 4)
-	signal.Notify(ch, syscall.SIGTERM, syscall.SIGHUP)
-	return ch
-}
-
+// sessionDir creates the private directory of the rings (0700: a child
+// that switches user cannot create its ring there, and its library stays
+// inactive). Its parent is checked as the library's is.
 func sessionDir() (string, error) {
 	base := "/dev/shm"
 	if st, err := os.Stat(base); err != nil || !st.IsDir() {
@@ -237,8 +252,22 @@ func sessionDir() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("launch: session directory: %w", err)
 	}
+	created := dir
+	if dir, _, err = privdir.Resolve(created); err == nil {
+		err = privdir.Check(dir)
+	}
+	if err == nil && len(dir) > maxDirLen {
+		err = fmt.Errorf("%s: path longer than %d bytes; set TMPDIR to a shorter one", dir, maxDirLen)
+	}
+	if err != nil {
+		os.Remove(created)
+		return "", fmt.Errorf("launch: session directory: %w", err)
+	}
 	return dir, nil
 }
+
+// maxDirLen leaves the library room for /ring.PID.SEQ in its 4096-byte path.
+const maxDirLen = 4000
 
 func profiledEnv(env []string, lib, dir string, o Options) []string {
 	out := env[:0:0]

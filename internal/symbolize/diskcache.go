@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/heaplens/heaplens/internal/capture"
+	"github.com/heaplens/heaplens/internal/privdir"
 )
 
 // The symbol cache keeps Lookup results across runs, one file per ELF file
@@ -70,7 +71,8 @@ const CacheEnv = "HEAPLENS_SYMBOL_CACHE"
 
 // DefaultCacheDir is the symbol cache directory NewCache uses:
 // $HEAPLENS_SYMBOL_CACHE, else heaplens/symbols in the user cache directory
-// (os.UserCacheDir), or "" (no cache) when neither is available.
+// (os.UserCacheDir), or "" (no cache) when neither is available or the
+// home it is in does not exist.
 func DefaultCacheDir() string {
 	switch v := os.Getenv(CacheEnv); v {
 	case "off", "0":
@@ -81,6 +83,10 @@ func DefaultCacheDir() string {
 	}
 	d, err := os.UserCacheDir()
 	if err != nil {
+		return ""
+	}
+	// A home that does not exist (HOME=/nonexistent) is not created.
+	if _, err := os.Stat(filepath.Dir(d)); err != nil {
 		return ""
 	}
 	return filepath.Join(d, "heaplens", "symbols")
@@ -138,7 +144,10 @@ func validBuildID(id string) bool {
 func (d *diskFile) get(vaddr uint64) ([]capture.Line, bool) {
 	if !d.loaded {
 		d.loaded = true
-		d.entries = readCacheFile(d.path, d.key)
+		// Entries another user could have planted are not trusted.
+		if privdir.Check(filepath.Dir(d.path)) == nil {
+			d.entries = readCacheFile(d.path, d.key)
+		}
 	}
 	lines, ok := d.entries[vaddr]
 	if !ok {
@@ -176,13 +185,14 @@ func (d *diskFile) save() {
 		}
 		return
 	}
+	// Only into a directory of ours that no one else can write (privdir).
+	if err := privdir.EnsureAll(dir, 0o700); err != nil {
+		return
+	}
 	for va, lines := range readCacheFile(d.path, d.key) {
 		if _, ok := d.entries[va]; !ok && len(d.entries) < maxCacheEntries {
 			d.entries[va] = lines
 		}
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return
 	}
 	if err := writeFileAtomic(d.path, encodeCache(d.key, d.entries)); err != nil {
 		return
