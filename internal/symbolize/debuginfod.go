@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/heaplens/heaplens/internal/privdir"
 )
 
 // Debuginfod, when not nil, fetches the debug files that no debug root
@@ -72,6 +74,11 @@ func (d *DebuginfodClient) fetch(id string) string {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	// Downloads are trusted, and kept, only in a directory of ours that no
+	// one else can write.
+	if privdir.EnsureAll(d.Root, 0o700) != nil {
+		return ""
+	}
 	p := d.path(id)
 	if _, err := os.Stat(p); err == nil {
 		return p
@@ -103,7 +110,7 @@ func (d *DebuginfodClient) download(url, dst string) error {
 	if resp.ContentLength > d.MaxSize {
 		return errTooLarge
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+	if err := privdir.EnsureAll(filepath.Dir(dst), 0o700); err != nil {
 		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(dst), ".fetch-*")
