@@ -18,18 +18,35 @@ import (
 var full = flag.Bool("full", false, "also a very low rate, and pyenv's CPython 3.8–3.13")
 
 // The slice, longest first: two runners take modules in this order and
-// finish together. On 2 idle cores each module takes, bare: 65–75 s, 48–52
-// s, 23–25 s, 13–18 s, 10–12 s, 2–10 s, 2 s; under heaplens about as long,
-// up to 1.5 times at 4 KiB.
+// finish together.
 var modules = []string{
 	"test_multiprocessing_fork",
 	"test_signal",
 	"test_subprocess",
 	"test_asyncio.test_tasks",
 	"test_threading",
+	"test_cmd_line",
 	"test_weakref",
+	"test_sys",
 	"test_gc",
 }
+
+// known are differences with a known cause, each named by its case and a
+// text of its failure under heaplens. They are reported, not failed; a case
+// that differs otherwise fails, and so does a known difference that is gone
+// (remove it here then).
+var known = map[string]struct{ text, why string }{
+	// heaplens's PyMem allocators sit in front of pymalloc, so CPython, which
+	// compares the domains' function pointers with its own, no longer
+	// believes pymalloc is in use: sys._debugmallocstats() and
+	// PYTHONMALLOCSTATS print no pymalloc statistics, and the allocator's
+	// name is unknown (with --no-python all three are as bare).
+	"test.test_sys.SysModuleTest.test_debugmallocstats": {"Small block threshold", pymallocHidden},
+	"test.test_cmd_line.CmdLineTest.test_pythonmalloc":  {"cannot get allocators name", pymallocHidden},
+	"test.test_cmd_line.CmdLineTest.test_xdev":          {"cannot get allocators name", pymallocHidden},
+}
+
+const pymallocHidden = "heaplens's PyMem hooks hide pymalloc from CPython's own checks"
 
 // interpreter is one CPython with its own test suite, and the rates to run
 // it at. Besides heaplens's default, a low rate samples often so that the
@@ -135,11 +152,22 @@ func compareModule(t *testing.T, s suite, module string, rates []string) {
 		}
 		t.Logf("heaplens --rate %s: %v (x%.2f), %s", rate, hl.elapsed.Round(100*time.Millisecond),
 			hl.elapsed.Seconds()/bare.elapsed.Seconds(), count(hl))
+		seen := map[string]bool{}
 		for _, v := range verdicts {
-			if v.flaky {
+			k, isKnown := known[v.id]
+			switch {
+			case v.flaky:
 				t.Logf("FLAKY (flips bare too, accepted): %s", v)
-			} else {
+			case isKnown && strings.Contains(v.hlText, k.text):
+				seen[v.id] = true
+				t.Logf("KNOWN DIFFERENCE under heaplens --rate %s (%s): %s", rate, k.why, v)
+			default:
 				t.Errorf("DIFFERENT under heaplens --rate %s: %s", rate, v)
+			}
+		}
+		for id, k := range known {
+			if c := bare.cases[id]; c != nil && c.outcome != skipped && !seen[id] {
+				t.Errorf("the known difference of %s (%s) is gone under heaplens --rate %s: remove it from known", id, k.why, rate)
 			}
 		}
 	}
@@ -160,6 +188,9 @@ func (s suite) compare(module, rate string, bare *run) (*run, []verdict, error) 
 }
 
 func count(r *run) string {
+	if c := r.cases[wholeRunID]; c != nil {
+		return c.outcome
+	}
 	n := map[string]int{}
 	for id, c := range r.cases {
 		if id != envCaseID {
@@ -171,9 +202,6 @@ func count(r *run) string {
 		if n[o] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n[o], o))
 		}
-	}
-	if c := r.cases[wholeRunID]; c != nil {
-		return c.outcome
 	}
 	return fmt.Sprintf("%d cases: %s; environment %s", len(r.cases)-1, strings.Join(parts, ", "), r.cases[envCaseID].outcome)
 }
@@ -224,8 +252,8 @@ type verdict struct {
 }
 
 func (v verdict) String() string {
-	s := fmt.Sprintf("%s\n  bare:     %s\n  heaplens: %s\n  (first: the module run; then %d reruns of the differing cases alone)\n  alone:    %s",
-		v.id, strings.Join(v.bare, ", "), strings.Join(v.hl, ", "), reruns, v.reproduce)
+	s := fmt.Sprintf("%s\n  bare:     %s\n  heaplens: %s\n  (the module run, then %d reruns of the differing cases alone, or of the module for %s)\n  rerun:    %s",
+		v.id, strings.Join(v.bare, ", "), strings.Join(v.hl, ", "), reruns, envCaseID, v.reproduce)
 	if v.hlText != "" {
 		s += "\n  --- under heaplens:\n" + indent(v.hlText)
 	}

@@ -86,3 +86,38 @@ func TestHarnessJudgesKnownOutcomes(t *testing.T) {
 		t.Errorf("the environment difference does not show regrtest's warning:\n%s", v)
 	}
 }
+
+// A run that dies has no results: that is one difference, with the end of
+// its output.
+func TestHarnessReportsACrash(t *testing.T) {
+	heaplens := filepath.Join(root, "bin", "heaplens")
+	if _, err := os.Stat(heaplens); err != nil {
+		t.Fatalf("%s is missing: run `make` first (make test does): %v", heaplens, err)
+	}
+	s := suite{python: "/usr/bin/python3", heaplens: heaplens, timeout: 2 * time.Minute,
+		testdir: filepath.Join(root, "test", "workloads", "cpython")}
+	bare, err := s.regrtest("test_hlcrash", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := count(bare); got != "2 cases: 2 ok; environment unaltered" {
+		t.Fatalf("bare: %s, want 2 cases ok\n%s", got, bare.log)
+	}
+	_, verdicts, err := s.compare("test_hlcrash", "default", bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(verdicts) != 1 || verdicts[0].id != wholeRunID || verdicts[0].flaky {
+		t.Fatalf("verdicts %v, want one difference of the whole module", verdicts)
+	}
+	v := verdicts[0]
+	t.Logf("%s", v)
+	for _, o := range v.hl {
+		if o != "no results (exit 139)" { // 128 + SIGSEGV, as heaplens run reports it
+			t.Errorf("heaplens outcome %q, want no results (exit 139):\n%s", o, v)
+		}
+	}
+	if !strings.Contains(v.hlText, "test_b_crashes_under_heaplens") {
+		t.Errorf("the difference does not show the end of the dying run's output:\n%s", v)
+	}
+}
