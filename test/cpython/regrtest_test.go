@@ -114,7 +114,11 @@ func (s suite) regrtest(module, rate string, ids []string) (*run, error) {
 	xmlData, _ := os.ReadFile(junit) // none when the run crashed or hung
 	r.cases = parse(xmlData, r.log)
 	if r.cases == nil {
-		r.cases = map[string]*tcase{wholeRunID: {outcome: fmt.Sprintf("no results (exit %d)", r.code), text: tail(r.log, 40)}}
+		text := tail(r.log, 40)
+		if text == "" {
+			text = "(no output)"
+		}
+		r.cases = map[string]*tcase{wholeRunID: {outcome: fmt.Sprintf("no results (exit %d)", r.code), text: text}}
 	}
 	return r, nil
 }
