@@ -51,6 +51,7 @@ type tcase struct {
 // suite is an interpreter's regression tests, and how to run them.
 type suite struct {
 	python, heaplens string
+	minor            int      // CPython 3.minor
 	testdir          string   // regrtest --testdir; "" for CPython's own
 	env              []string // added to the environment
 	timeout          time.Duration
