@@ -54,7 +54,8 @@ const pymallocHidden = "heaplens's PyMem hooks hide pymalloc from CPython's own 
 // interpreter is one CPython with its own test suite, and the rates to run
 // it at. Besides heaplens's default, a low rate samples often so that the
 // sampling paths (unwinding, reading Python frames, moving sampled objects
-// out of pymalloc) run all the time; 256 bytes samples nearly everything.
+// out of pymalloc) run all the time; at 256 bytes about one 32-byte object
+// in eight is sampled.
 type interpreter struct {
 	name, python string
 	minor        int // 3.minor
