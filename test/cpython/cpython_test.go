@@ -95,11 +95,17 @@ var root = func() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }()
 
-func TestCPythonSlice(t *testing.T) {
-	heaplens := filepath.Join(root, "bin", "heaplens")
-	if _, err := os.Stat(heaplens); err != nil {
-		t.Fatalf("%s is missing: run `make` first (make test does): %v", heaplens, err)
+func heaplensBin(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(root, "bin", "heaplens")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%s is missing: run `make` first (make test does): %v", bin, err)
 	}
+	return bin
+}
+
+func TestCPythonSlice(t *testing.T) {
+	heaplens := heaplensBin(t)
 	type job struct {
 		name   string
 		s      suite

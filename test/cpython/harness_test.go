@@ -1,7 +1,6 @@
 package cpython
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,10 +12,7 @@ import (
 // environment changed under heaplens only are differences, and a case that
 // flips on every run both ways is accepted as flaky.
 func TestHarnessJudgesKnownOutcomes(t *testing.T) {
-	heaplens := filepath.Join(root, "bin", "heaplens")
-	if _, err := os.Stat(heaplens); err != nil {
-		t.Fatalf("%s is missing: run `make` first (make test does): %v", heaplens, err)
-	}
+	heaplens := heaplensBin(t)
 	s := suite{
 		python: "/usr/bin/python3", heaplens: heaplens, timeout: 2 * time.Minute,
 		testdir: filepath.Join(root, "test", "workloads", "cpython"),
@@ -90,10 +86,7 @@ func TestHarnessJudgesKnownOutcomes(t *testing.T) {
 // A run that dies has no results: that is one difference, with the end of
 // its output.
 func TestHarnessReportsACrash(t *testing.T) {
-	heaplens := filepath.Join(root, "bin", "heaplens")
-	if _, err := os.Stat(heaplens); err != nil {
-		t.Fatalf("%s is missing: run `make` first (make test does): %v", heaplens, err)
-	}
+	heaplens := heaplensBin(t)
 	s := suite{python: "/usr/bin/python3", heaplens: heaplens, timeout: 2 * time.Minute,
 		testdir: filepath.Join(root, "test", "workloads", "cpython")}
 	bare, err := s.regrtest("test_hlcrash", "", nil)
