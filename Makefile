@@ -6,7 +6,7 @@ PRELOAD_CFLAGS = -std=c11 -fPIC -shared -fvisibility=hidden -ftls-model=initial-
                  -Wall -Wextra -Werror -Wl,-z,now
 SO      = internal/launch/libheaplens.so
 
-.PHONY: all test bench demo clean deps sanitize
+.PHONY: all test test-cpython bench demo clean deps sanitize
 all: bin/heaplens
 
 $(SO): preload/heaplens.c preload/python.c preload/pools.c preload/openmp.c preload/internal.h preload/heaplens_ring.h
@@ -28,6 +28,11 @@ test: deps bin/heaplens
 # tests; all are part of `make test` too.
 sanitize: bin/heaplens
 	$(GO) test -count=1 -run 'TestSanitize|TestForkWhileUnwinding|TestPythonForkStorm|TestFullRingFilesystem|TestHostileEnvironment' ./test/e2e/
+
+# CPython's own regression tests bare and under heaplens, beyond the slice that
+# make test runs: a third, very low rate, and pyenv's CPython 3.8–3.13 too.
+test-cpython: deps bin/heaplens
+	$(GO) test -count=1 -timeout 150m -v -run TestCPythonSlice ./test/cpython -full
 
 bench: bin/heaplens
 	$(GO) run ./bench/cmd/hlbench && $(GO) run ./bench/cmd/hlpybench && $(GO) run ./bench/cmd/hlcompare -no-build
