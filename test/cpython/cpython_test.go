@@ -3,15 +3,14 @@ package cpython
 import (
 	"flag"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/heaplens/heaplens/test/testenv"
 )
 
 // `go test` (make test) runs the CI slice; `make test-cpython` passes -full.
@@ -71,15 +70,10 @@ func interpreters(t *testing.T) []interpreter {
 	}
 	debian.rates = append(debian.rates, "256")
 	all := []interpreter{debian}
-	home, _ := os.UserHomeDir()
-	for minor := 8; minor <= 13; minor++ {
-		m, _ := filepath.Glob(filepath.Join(home, ".pyenv", "versions", fmt.Sprintf("3.%d.*", minor), "bin", "python3"))
-		sort.Strings(m)
-		if len(m) == 0 {
-			t.Errorf("no pyenv CPython 3.%d under ~/.pyenv/versions: its slice does NOT run", minor)
-			continue
+	for _, py := range testenv.Pythons(t) {
+		if py.Name != "debian-python3" {
+			all = append(all, interpreter{name: py.Name, python: py.Path, minor: py.Minor, rates: []string{"4KiB"}, optional: true})
 		}
-		all = append(all, interpreter{name: fmt.Sprintf("pyenv-3.%d", minor), python: m[len(m)-1], minor: minor, rates: []string{"4KiB"}, optional: true})
 	}
 	return all
 }
@@ -90,19 +84,9 @@ const (
 	runners    = 2                // modules at a time: the machine has 2 cores
 )
 
-var root = func() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}()
+var root = testenv.Root
 
-func heaplensBin(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(root, "bin", "heaplens")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s is missing: run `make` first (make test does): %v", bin, err)
-	}
-	return bin
-}
+func heaplensBin(t *testing.T) string { return testenv.Heaplens(t) }
 
 func TestCPythonSlice(t *testing.T) {
 	heaplens := heaplensBin(t)

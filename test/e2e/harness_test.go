@@ -10,27 +10,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/heaplens/heaplens/test/testenv"
 )
 
-var root = func() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}()
+var root = testenv.Root
 
-func heaplensBin(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(root, "bin", "heaplens")
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s is missing: run `make` first (make test does): %v", bin, err)
-	}
-	return bin
-}
+func heaplensBin(t *testing.T) string { return testenv.Heaplens(t) }
 
 // build compiles a workload from test/workloads into dir.
 func build(t *testing.T, dir, src string, extra ...string) string {

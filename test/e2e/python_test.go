@@ -8,35 +8,22 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/heaplens/heaplens/internal/heap"
+	"github.com/heaplens/heaplens/test/testenv"
 )
 
-// pythons returns every interpreter the Python tests must pass on: pyenv's
-// CPython 3.8–3.13 and Debian's statically linked /usr/bin/python3. A
-// missing one is said loudly; none at all fails.
+// pythons returns every interpreter the Python tests must pass on, by
+// name (testenv.Pythons); a missing one fails the test.
 func pythons(t *testing.T) map[string]string {
 	t.Helper()
 	found := map[string]string{}
-	home, _ := os.UserHomeDir()
-	for minor := 8; minor <= 13; minor++ {
-		m, _ := filepath.Glob(filepath.Join(home, ".pyenv", "versions", fmt.Sprintf("3.%d.*", minor), "bin", "python3"))
-		sort.Strings(m)
-		if len(m) == 0 {
-			t.Logf("!!! MISSING: no pyenv CPython 3.%d under ~/.pyenv/versions: its Python tests do NOT run", minor)
-			continue
-		}
-		found[fmt.Sprintf("pyenv-3.%d", minor)] = m[len(m)-1]
-	}
-	if _, err := os.Stat("/usr/bin/python3"); err == nil {
-		found["debian-python3"] = "/usr/bin/python3"
-	} else {
-		t.Logf("!!! MISSING: /usr/bin/python3 (Debian's static build): its Python tests do NOT run")
+	for _, py := range testenv.Pythons(t) {
+		found[py.Name] = py.Path
 	}
 	if len(found) == 0 {
 		t.Fatal("no Python interpreter found at all")
@@ -320,7 +307,7 @@ func TestUnsupportedPython(t *testing.T) {
 	for _, v := range []string{"2.7", "3.6"} {
 		m, _ := filepath.Glob(filepath.Join(home, ".pyenv", "versions", v+".*", "bin", "python"))
 		if len(m) == 0 {
-			t.Logf("!!! MISSING: no pyenv Python %s: this check does NOT run", v)
+			t.Errorf("no pyenv Python %s under ~/.pyenv/versions: this check does NOT run", v)
 			continue
 		}
 		t.Run(v, func(t *testing.T) {
