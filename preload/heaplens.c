@@ -72,6 +72,7 @@ struct module {
 #define MAX_MODULES 2048
 #define MIN_RING (64u << 10)
 #define FIRST_CHUNK (64u << 10) /* data bytes backed at creation; the rest as the ring fills */
+#define GROW_STEP (1u << 20)    /* backed at most at once: a sampled call waits ~0.5 ms for it */
 #define DEFAULT_RING (16u << 20)
 #define MAX_RING (1u << 30)
 #define MAX_RATE (1ull << 48)
@@ -87,6 +88,7 @@ static struct {
 	uint64_t seed;
 	int seeded;
 	uint64_t ring_size; /* this ring's data size */
+	uint64_t grow_at;   /* a reservation past this backs more first (grow) */
 	int growing;        /* a thread is backing more of the ring */
 	int stopped;        /* backing failed: the ring never grows again */
 	uint64_t want_size; /* HEAPLENS_RING_SIZE */
@@ -244,27 +246,38 @@ static int populate(uint64_t from, uint64_t to)
 	return 0;
 }
 
+/* Keeps half of what is backed, up to half a step, ahead of the head. */
+static uint64_t grow_at(uint64_t backed)
+{
+	if (backed >= g.ring_size)
+		return UINT64_MAX;
+	return backed - (backed / 2 < GROW_STEP / 2 ? backed / 2 : GROW_STEP / 2);
+}
+
 /*
- * Backs the ring ahead of need, to the first doubling of h->backed past
- * 2 * need: one thread at a time, the others go on while there is room. A
- * failure stops the backing for good, and the header says so. Returns the
- * backed size now.
+ * Backs the ring ahead of need, doubling what is backed, by at most
+ * GROW_STEP, until need leaves headroom: one thread at a time, the others go
+ * on while there is room. A failure stops the backing for good, and the
+ * header says so. Returns the backed size now.
  */
 static COLD uint64_t grow(struct hl_ring_header *h, uint64_t need)
 {
 	if (RELAXED(g.stopped) || __atomic_exchange_n(&g.growing, 1, __ATOMIC_ACQUIRE))
 		return __atomic_load_n(&h->backed, __ATOMIC_ACQUIRE);
 	uint64_t b = __atomic_load_n(&h->backed, __ATOMIC_RELAXED), to = b;
-	while (to < g.ring_size && to / 2 < need)
-		to *= 2;
+	while (need > grow_at(to))
+		to += to < GROW_STEP ? to : GROW_STEP;
+	to = to < g.ring_size ? to : g.ring_size;
 	if (to > b) {
 		int e = populate(b, to);
 		if (e) {
 			h->backing_errno = (uint32_t)e;
 			SET_RELAXED(g.stopped, 1);
 			__atomic_fetch_or(&h->flags, HL_FLAG_BACKING_STOPPED, __ATOMIC_RELEASE);
-		} else
+		} else {
 			__atomic_store_n(&h->backed, to, __ATOMIC_RELEASE);
+			__atomic_store_n(&g.grow_at, grow_at(to), __ATOMIC_RELEASE);
+		}
 	}
 	__atomic_store_n(&g.growing, 0, __ATOMIC_RELEASE);
 	return __atomic_load_n(&h->backed, __ATOMIC_ACQUIRE);
@@ -272,7 +285,8 @@ static COLD uint64_t grow(struct hl_ring_header *h, uint64_t need)
 
 /*
  * Until backed reaches the ring size, positions are offsets (the ring has not
- * wrapped), so [head, head + len) is writable iff head + len <= backed.
+ * wrapped), so [head, head + len) is writable iff head + len <= backed; and
+ * g.grow_at <= backed.
  */
 int ring_reserve(uint64_t len, uint64_t *pos)
 {
@@ -282,8 +296,7 @@ int ring_reserve(uint64_t len, uint64_t *pos)
 		uint64_t tail = __atomic_load_n(&h->tail, __ATOMIC_ACQUIRE);
 		if (head + len - tail > g.ring_size)
 			return 0;
-		uint64_t backed = __atomic_load_n(&h->backed, __ATOMIC_ACQUIRE);
-		if (unlikely(backed < g.ring_size) && head + len > backed / 2 && head + len > grow(h, head + len))
+		if (unlikely(head + len > __atomic_load_n(&g.grow_at, __ATOMIC_ACQUIRE)) && head + len > grow(h, head + len))
 			return 0;
 		if (__atomic_compare_exchange_n(&h->head, &head, head + len, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 			break;
@@ -474,6 +487,7 @@ static void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 		return;
 	}
 	g.mask = size - 1;
+	g.grow_at = grow_at(backed);
 	__atomic_store_n(&g.ring, h, __ATOMIC_RELEASE);
 }
 
