@@ -254,40 +254,70 @@ static uint64_t grow_at(uint64_t backed)
 	return backed - (backed / 2 < GROW_STEP / 2 ? backed / 2 : GROW_STEP / 2);
 }
 
+/* Backs [b, to) past backed b, then raises backed to at least to. 0 or an errno. */
+static int extend(struct hl_ring_header *h, uint64_t b, uint64_t to)
+{
+	int e = populate(b, to);
+	if (e) {
+		h->backing_errno = (uint32_t)e;
+		SET_RELAXED(g.stopped, 1);
+		__atomic_fetch_or(&h->flags, HL_FLAG_BACKING_STOPPED, __ATOMIC_RELEASE);
+		return e;
+	}
+	while (b < to && !__atomic_compare_exchange_n(&h->backed, &b, to, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
+	return 0;
+}
+
 /*
  * Backs the ring ahead of need, doubling what is backed, by at most
- * GROW_STEP, until need leaves headroom: one thread at a time, the others go
- * on while there is room. A failure stops the backing for good, and the
- * header says so. Returns the backed size now.
+ * GROW_STEP, until need leaves headroom: one thread at a time. Meanwhile a
+ * thread that finds no room backs the little it needs itself (populating a
+ * page twice is harmless), rather than drop or wait. A failure stops the
+ * backing for good, and the header says so. Returns the backed size now.
  */
 static COLD uint64_t grow(struct hl_ring_header *h, uint64_t need)
 {
-	if (RELAXED(g.stopped) || __atomic_exchange_n(&g.growing, 1, __ATOMIC_ACQUIRE))
+	uint64_t b = __atomic_load_n(&h->backed, __ATOMIC_ACQUIRE), to = b;
+	if (RELAXED(g.stopped) || (need <= b && RELAXED(g.growing)))
+		return b;
+	if (__atomic_exchange_n(&g.growing, 1, __ATOMIC_ACQUIRE)) {
+		uint64_t want = (need + FIRST_CHUNK - 1) & ~(uint64_t)(FIRST_CHUNK - 1);
+		if (need > b)
+			extend(h, b, want < g.ring_size ? want : g.ring_size);
 		return __atomic_load_n(&h->backed, __ATOMIC_ACQUIRE);
-	uint64_t b = __atomic_load_n(&h->backed, __ATOMIC_RELAXED), to = b;
+	}
 	while (need > grow_at(to))
 		to += to < GROW_STEP ? to : GROW_STEP;
 	to = to < g.ring_size ? to : g.ring_size;
-	if (to > b) {
-		int e = populate(b, to);
-		if (e) {
-			h->backing_errno = (uint32_t)e;
-			SET_RELAXED(g.stopped, 1);
-			__atomic_fetch_or(&h->flags, HL_FLAG_BACKING_STOPPED, __ATOMIC_RELEASE);
-		} else {
-			__atomic_store_n(&h->backed, to, __ATOMIC_RELEASE);
-			__atomic_store_n(&g.grow_at, grow_at(to), __ATOMIC_RELEASE);
-		}
-	}
+	if (to > b)
+		extend(h, b, to);
+	__atomic_store_n(&g.grow_at, grow_at(__atomic_load_n(&h->backed, __ATOMIC_ACQUIRE)), __ATOMIC_RELEASE);
 	__atomic_store_n(&g.growing, 0, __ATOMIC_RELEASE);
 	return __atomic_load_n(&h->backed, __ATOMIC_ACQUIRE);
 }
 
 /*
  * Until backed reaches the ring size, positions are offsets (the ring has not
- * wrapped), so [head, head + len) is writable iff head + len <= backed; and
- * g.grow_at <= backed.
+ * wrapped), so [head, head + len) is writable iff head + len <= backed.
+ * ring_reserve near (or past) the end of what is backed: grows it first.
  */
+static COLD int reserve_growing(uint64_t len, uint64_t *pos)
+{
+	struct hl_ring_header *h = RELAXED(g.ring);
+	uint64_t head = __atomic_load_n(&h->head, __ATOMIC_RELAXED);
+	for (;;) {
+		uint64_t tail = __atomic_load_n(&h->tail, __ATOMIC_ACQUIRE);
+		if (head + len - tail > g.ring_size || head + len > grow(h, head + len))
+			return 0;
+		if (__atomic_compare_exchange_n(&h->head, &head, head + len, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			break;
+	}
+	*pos = head;
+	return 1;
+}
+
+/* g.grow_at <= backed: below it no page needs backing. A tail call keeps this path free of spills. */
 int ring_reserve(uint64_t len, uint64_t *pos)
 {
 	struct hl_ring_header *h = RELAXED(g.ring);
@@ -296,8 +326,8 @@ int ring_reserve(uint64_t len, uint64_t *pos)
 		uint64_t tail = __atomic_load_n(&h->tail, __ATOMIC_ACQUIRE);
 		if (head + len - tail > g.ring_size)
 			return 0;
-		if (unlikely(head + len > __atomic_load_n(&g.grow_at, __ATOMIC_ACQUIRE)) && head + len > grow(h, head + len))
-			return 0;
+		if (unlikely(head + len > __atomic_load_n(&g.grow_at, __ATOMIC_ACQUIRE)))
+			return reserve_growing(len, pos);
 		if (__atomic_compare_exchange_n(&h->head, &head, head + len, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 			break;
 	}
