@@ -259,7 +259,7 @@ static int extend(struct hl_ring_header *h, uint64_t b, uint64_t to)
 {
 	int e = populate(b, to);
 	if (e) {
-		h->backing_errno = (uint32_t)e;
+		SET_RELAXED(h->backing_errno, (uint32_t)e);
 		SET_RELAXED(g.stopped, 1);
 		__atomic_fetch_or(&h->flags, HL_FLAG_BACKING_STOPPED, __ATOMIC_RELEASE);
 		return e;
