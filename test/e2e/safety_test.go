@@ -65,6 +65,27 @@ func TestFullRingFilesystem(t *testing.T) {
 	}
 }
 
+// A ring commits memory only as it fills: a shell and eight children that
+// record little each get a ring of 16 MiB in a 4 MiB /dev/shm, with nothing
+// dropped and nothing to warn about. (Backing whole rings up front cost
+// 16 MiB and ~12 ms of system time per process image.)
+func TestRingsBackedAsTheyFill(t *testing.T) {
+	dir := t.TempDir()
+	capPath := filepath.Join(dir, "lazy.hlc")
+	script := `for i in 1 2 3 4 5 6 7 8; do sleep 0.5 & done; wait; echo done`
+	res := inTmpfs(t, "4m", "/dev/shm", nil, heaplensBin(t), "run", "-o", capPath, "--", "bash", "-c", script)
+	if res.code != 0 || res.stdout != "done\n" {
+		t.Fatalf("exit %d, output %q, want 0 and \"done\\n\"\n%s", res.code, res.stdout, res.stderr)
+	}
+	if strings.Contains(res.stderr, "/dev/shm/heaplens-") {
+		t.Errorf("a ring was refused or cut short in a 4 MiB /dev/shm:\n%s", res.stderr)
+	}
+	// The shell, and each child twice: as bash's fork and as sleep.
+	if c := load(t, capPath); len(c.Processes) != 17 {
+		t.Errorf("%d streams, want 17 (bash, then 8 forks and their 8 execs of sleep)\n%s", len(c.Processes), res.stderr)
+	}
+}
+
 // No value of the library's variables can change what the program does:
 // each run must print what the bare run prints and exit as it does. The
 // rings go to a 1 MiB tmpfs, so a ring size that parses to more than that
@@ -145,26 +166,5 @@ func TestForkWhileUnwinding(t *testing.T) {
 	}
 	if c := load(t, capPath); len(c.Processes) != 61 {
 		t.Errorf("%d streams, want the parent and its 60 children", len(c.Processes))
-	}
-}
-
-// A ring commits memory only as it fills: a shell and eight children that
-// record little each get a ring of 16 MiB in a 4 MiB /dev/shm, with nothing
-// dropped and nothing to warn about. (Backing whole rings up front cost
-// 16 MiB and ~12 ms of system time per process image.)
-func TestRingsBackedAsTheyFill(t *testing.T) {
-	dir := t.TempDir()
-	capPath := filepath.Join(dir, "lazy.hlc")
-	script := `for i in 1 2 3 4 5 6 7 8; do sleep 0.5 & done; wait; echo done`
-	res := inTmpfs(t, "4m", "/dev/shm", nil, heaplensBin(t), "run", "-o", capPath, "--", "bash", "-c", script)
-	if res.code != 0 || res.stdout != "done\n" {
-		t.Fatalf("exit %d, output %q, want 0 and \"done\\n\"\n%s", res.code, res.stdout, res.stderr)
-	}
-	if strings.Contains(res.stderr, "/dev/shm/heaplens-") {
-		t.Errorf("a ring was refused or cut short in a 4 MiB /dev/shm:\n%s", res.stderr)
-	}
-	// The shell, and each child twice: as bash's fork and as sleep.
-	if c := load(t, capPath); len(c.Processes) != 17 {
-		t.Errorf("%d streams, want 17 (bash, then 8 forks and their 8 execs of sleep)\n%s", len(c.Processes), res.stderr)
 	}
 }
