@@ -71,6 +71,8 @@ struct module {
 
 #define MAX_MODULES 2048
 #define MIN_RING (64u << 10)
+#define FIRST_CHUNK (64u << 10) /* data bytes backed at creation; the rest as the ring fills */
+#define GROW_STEP (1u << 20)    /* backed at most at once: a sampled call waits ~0.5 ms for it */
 #define DEFAULT_RING (16u << 20)
 #define MAX_RING (1u << 30)
 #define MAX_RATE (1ull << 48)
@@ -86,6 +88,9 @@ static struct {
 	uint64_t seed;
 	int seeded;
 	uint64_t ring_size; /* this ring's data size */
+	uint64_t grow_at;   /* a reservation past this backs more first (grow) */
+	int growing;        /* a thread is backing more of the ring */
+	int stopped;        /* backing failed: the ring never grows again */
 	uint64_t want_size; /* HEAPLENS_RING_SIZE */
 	const char *dir;
 	struct hl_ring_header *ring;
@@ -223,6 +228,96 @@ static size_t boot_usable(void *p) { return BOOT_READY() ? NEXT(usable)(p) : 0; 
 
 struct hl_ring_header *ring_now(void) { return __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE); }
 
+/*
+ * Backs data bytes [from, to) of the mapped ring: a sparse page first written
+ * on a full tmpfs would raise SIGBUS in the program, MADV_POPULATE_WRITE
+ * (Linux 5.14) fails instead. Needs no file descriptor, which a program that
+ * closes every fd it does not know of (or reuses its number) would break.
+ * Returns 0 or an errno; EFAULT (the fault would have been SIGBUS) is a full
+ * file system.
+ */
+static int populate(uint64_t from, uint64_t to)
+{
+	int tries = 0;
+	while (madvise(g.data + from, to - from, MADV_POPULATE_WRITE) != 0) {
+		if (errno != EINTR || ++tries == 8)
+			return errno == EFAULT ? ENOSPC : errno;
+	}
+	return 0;
+}
+
+/* Keeps half of what is backed, up to half a step, ahead of the head. */
+static uint64_t grow_at(uint64_t backed)
+{
+	if (backed >= g.ring_size)
+		return UINT64_MAX;
+	return backed - (backed / 2 < GROW_STEP / 2 ? backed / 2 : GROW_STEP / 2);
+}
+
+/* Backs [b, to) past backed b, then raises backed to at least to. 0 or an errno. */
+static int extend(struct hl_ring_header *h, uint64_t b, uint64_t to)
+{
+	int e = populate(b, to);
+	if (e) {
+		SET_RELAXED(h->backing_errno, (uint32_t)e);
+		SET_RELAXED(g.stopped, 1);
+		__atomic_fetch_or(&h->flags, HL_FLAG_BACKING_STOPPED, __ATOMIC_RELEASE);
+		return e;
+	}
+	while (b < to && !__atomic_compare_exchange_n(&h->backed, &b, to, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
+	return 0;
+}
+
+/*
+ * Backs the ring ahead of need, doubling what is backed, by at most
+ * GROW_STEP, until need leaves headroom: one thread at a time. Meanwhile a
+ * thread that finds no room backs the little it needs itself (populating a
+ * page twice is harmless), rather than drop or wait. A failure stops the
+ * backing for good, and the header says so. Returns the backed size now.
+ */
+static COLD uint64_t grow(struct hl_ring_header *h, uint64_t need)
+{
+	uint64_t b = __atomic_load_n(&h->backed, __ATOMIC_ACQUIRE), to = b;
+	if (RELAXED(g.stopped) || (need <= b && RELAXED(g.growing)))
+		return b;
+	if (__atomic_exchange_n(&g.growing, 1, __ATOMIC_ACQUIRE)) {
+		uint64_t want = (need + FIRST_CHUNK - 1) & ~(uint64_t)(FIRST_CHUNK - 1);
+		if (need > b)
+			extend(h, b, want < g.ring_size ? want : g.ring_size);
+		return __atomic_load_n(&h->backed, __ATOMIC_ACQUIRE);
+	}
+	while (need > grow_at(to))
+		to += to < GROW_STEP ? to : GROW_STEP;
+	to = to < g.ring_size ? to : g.ring_size;
+	if (to > b)
+		extend(h, b, to);
+	__atomic_store_n(&g.grow_at, grow_at(__atomic_load_n(&h->backed, __ATOMIC_ACQUIRE)), __ATOMIC_RELEASE);
+	__atomic_store_n(&g.growing, 0, __ATOMIC_RELEASE);
+	return __atomic_load_n(&h->backed, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Until backed reaches the ring size, positions are offsets (the ring has not
+ * wrapped), so [head, head + len) is writable iff head + len <= backed.
+ * ring_reserve near (or past) the end of what is backed: grows it first.
+ */
+static COLD int reserve_growing(uint64_t len, uint64_t *pos)
+{
+	struct hl_ring_header *h = RELAXED(g.ring);
+	uint64_t head = __atomic_load_n(&h->head, __ATOMIC_RELAXED);
+	for (;;) {
+		uint64_t tail = __atomic_load_n(&h->tail, __ATOMIC_ACQUIRE);
+		if (head + len - tail > g.ring_size || head + len > grow(h, head + len))
+			return 0;
+		if (__atomic_compare_exchange_n(&h->head, &head, head + len, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			break;
+	}
+	*pos = head;
+	return 1;
+}
+
+/* g.grow_at <= backed: below it no page needs backing. A tail call keeps this path free of spills. */
 int ring_reserve(uint64_t len, uint64_t *pos)
 {
 	struct hl_ring_header *h = RELAXED(g.ring);
@@ -231,6 +326,8 @@ int ring_reserve(uint64_t len, uint64_t *pos)
 		uint64_t tail = __atomic_load_n(&h->tail, __ATOMIC_ACQUIRE);
 		if (head + len - tail > g.ring_size)
 			return 0;
+		if (unlikely(head + len > __atomic_load_n(&g.grow_at, __ATOMIC_ACQUIRE)))
+			return reserve_growing(len, pos);
 		if (__atomic_compare_exchange_n(&h->head, &head, head + len, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 			break;
 	}
@@ -327,15 +424,9 @@ static void mark_unprofiled(int err, uint64_t size)
 		close(fd);
 }
 
-/*
- * Backs every page of the file now. A sparse page first touched on a full
- * tmpfs (Docker's /dev/shm is 64 MiB) raises SIGBUS in the program instead.
- * Returns 0 or an errno.
- */
+/* Backs the file's first bytes (posix_fallocate). Returns 0 or an errno. */
 static int back(int fd, uint64_t bytes)
 {
-	if (ftruncate(fd, (off_t)bytes) != 0)
-		return errno;
 	int e, tries = 0;
 	while ((e = posix_fallocate(fd, 0, (off_t)bytes)) == EINTR && ++tries < 100)
 		;
@@ -343,12 +434,13 @@ static int back(int fd, uint64_t bytes)
 }
 
 /*
- * Creates HEAPLENS_DIR/ring.<pid>.<seq> of g.want_size data bytes, or of the
- * largest smaller power of two down to MIN_RING that the file system can back
- * (HL_FLAG_SMALLER); else leaves g.ring NULL and marks the process
- * unprofiled. The ring is built as new.<pid> and linked into place complete,
- * so that the agent never maps a file still being sized. Only syscalls, no
- * allocation.
+ * Creates HEAPLENS_DIR/ring.<pid>.<seq> of g.want_size data bytes, backing
+ * only the header and the first FIRST_CHUNK bytes now (backing it all cost
+ * milliseconds and megabytes per process image); ring_reserve backs the rest
+ * as the ring fills. When not even the first chunk can be backed it leaves
+ * g.ring NULL and marks the process unprofiled. The ring is built as
+ * new.<pid> and linked into place complete, so that the agent never maps a
+ * file still being sized. Only syscalls, no allocation.
  */
 static void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 {
@@ -361,14 +453,25 @@ static void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 		mark_unprofiled(errno, g.want_size);
 		return;
 	}
-	uint64_t size = g.want_size;
-	int first, err;
-	first = err = back(fd, HL_RING_HEADER_SIZE + size);
-	while (err && size > MIN_RING)
-		size >>= 1, err = back(fd, HL_RING_HEADER_SIZE + size);
+	uint64_t size = g.want_size, first = size < FIRST_CHUNK ? size : FIRST_CHUNK;
+	int err = ftruncate(fd, (off_t)(HL_RING_HEADER_SIZE + size)) ? errno : back(fd, HL_RING_HEADER_SIZE + first);
 	void *m = err ? MAP_FAILED : mmap(NULL, HL_RING_HEADER_SIZE + size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED && !err)
 		err = errno;
+	g.data = (uint8_t *)m + HL_RING_HEADER_SIZE;
+	g.ring_size = size;
+	g.growing = g.stopped = 0;
+	uint64_t backed = first;
+	int late = 0;
+	/*
+	 * Populating pages that are backed already fails only without
+	 * MADV_POPULATE_WRITE (before Linux 5.14, or a seccomp filter): then
+	 * back it all now, as far as the file system lets.
+	 */
+	if (!err && populate(0, first)) {
+		late = back(fd, HL_RING_HEADER_SIZE + size);
+		backed = late ? first : size;
+	}
 	close(fd);
 	if (m == MAP_FAILED) {
 		unlink(tmp);
@@ -386,10 +489,11 @@ static void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 	h->rate = g.rate;
 	h->parent_pid = parent_pid;
 	h->parent_seq = parent_seq;
-	if (size < g.want_size) {
-		flags |= HL_FLAG_SMALLER;
-		h->backing_errno = (uint32_t)first;
-		h->wanted_size = g.want_size;
+	h->backed = backed;
+	if (late) {
+		flags |= HL_FLAG_BACKING_STOPPED;
+		h->backing_errno = (uint32_t)late;
+		g.stopped = 1;
 	}
 	h->dropped_alloc = __atomic_exchange_n(&g.early_drops, 0, __ATOMIC_RELAXED);
 	read_file("/proc/self/cmdline", h->cmdline, sizeof h->cmdline, &h->cmdline_len);
@@ -412,9 +516,8 @@ static void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 		mark_unprofiled(err, g.want_size);
 		return;
 	}
-	g.ring_size = size;
-	g.data = (uint8_t *)m + HL_RING_HEADER_SIZE;
 	g.mask = size - 1;
+	g.grow_at = grow_at(backed);
 	__atomic_store_n(&g.ring, h, __ATOMIC_RELEASE);
 }
 

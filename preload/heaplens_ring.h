@@ -16,7 +16,7 @@
 /* Header flags. */
 #define HL_FLAG_INIT_DONE 1u /* the initial MODULE records are in the ring */
 #define HL_FLAG_FORKED 2u    /* created in a fork child; parent_* name the parent's ring */
-#define HL_FLAG_SMALLER 4u   /* data_size < wanted_size: the file system could not back that */
+#define HL_FLAG_BACKING_STOPPED 4u /* the file system could back only `backed` bytes: records past them are dropped */
 #define HL_FLAG_NO_UNWIND 8u /* a fork child of a thread that was unwinding: no native stacks */
 
 struct hl_ring_header {
@@ -35,8 +35,8 @@ struct hl_ring_header {
 	uint32_t parent_seq;
 	uint32_t cmdline_len; /* bytes used in cmdline */
 	uint32_t exe_len;
-	uint32_t backing_errno; /* SMALLER: why wanted_size could not be backed */
-	uint64_t wanted_size;   /* SMALLER: the data size asked for */
+	uint32_t backing_errno; /* BACKING_STOPPED: why no more could be backed */
+	uint64_t backed;        /* data bytes backed from offset 0, raised as the ring fills (release) */
 	uint8_t pad0[128 - 104];
 
 	uint64_t head; /* producers: bytes reserved so far (CAS) */

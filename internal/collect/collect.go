@@ -32,6 +32,7 @@ type Collector struct {
 	lines    map[symKey][]capture.Line
 	exits    map[int]syscall.WaitStatus
 	awaited  map[int]bool // pids whose end the agent learns by waiting
+	root     int          // the first pid awaited: the command heaplens runs
 	warnings []string
 	// notes name processes that ran unprofiled or with less than asked for.
 	notes []string
@@ -170,7 +171,12 @@ func (c *Collector) warn(format string, args ...any) {
 
 // Await says that the agent waits for pid itself: its last stream stays open
 // until SetExit tells how it ended.
-func (c *Collector) Await(pid int) { c.awaited[pid] = true }
+func (c *Collector) Await(pid int) {
+	c.awaited[pid] = true
+	if c.root == 0 {
+		c.root = pid
+	}
+}
 
 // SetExit records how a process that the agent waited for ended.
 func (c *Collector) SetExit(pid int, ws syscall.WaitStatus) {
@@ -515,6 +521,7 @@ func (c *Collector) end(s *stream, replaced bool) error {
 	if cnt.Head > cnt.Tail {
 		e.LostBytes = cnt.Head - cnt.Tail
 	}
+	c.backingNote(s, cnt)
 	if cnt.Truncated > 0 {
 		c.warn("%d stacks of pid %d were cut at 4096 native frames", cnt.Truncated, s.hdr.PID)
 	}

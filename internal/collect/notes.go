@@ -37,25 +37,43 @@ func (c *Collector) unprofiledMarker(name string) bool {
 	if err1 != nil || err2 != nil || err3 != nil {
 		return true
 	}
-	c.note("process %d (%s) ran unprofiled: could not back a ring of %s (nor a smaller one) in %s: %v",
+	c.note("process %d (%s) ran unprofiled: could not back even the start of a ring of %s in %s: %v",
 		pid, f[3], size.FormatSize(bytes), c.dir, unix.Errno(errno))
 	return true
 }
 
+func command(h ring.Header) string {
+	if len(h.Cmdline) > 0 {
+		return filepath.Base(h.Cmdline[0])
+	}
+	return filepath.Base(h.Exe)
+}
+
 // ringNotes warns about a ring the library had to compromise on.
 func (c *Collector) ringNotes(h ring.Header) {
-	cmd := filepath.Base(h.Exe)
-	if len(h.Cmdline) > 0 {
-		cmd = filepath.Base(h.Cmdline[0])
-	}
-	if h.Smaller {
-		c.note("process %d (%s) has a ring of %s, not %s: could not back it in %s: %v; expect dropped samples",
-			h.PID, cmd, size.FormatSize(h.DataSize), size.FormatSize(h.WantedSize), c.dir, h.BackingErrno)
-	}
 	if h.NoUnwind {
 		c.note("process %d (%s) was forked while another thread was unwinding: its samples have no native frames, as the unwinder's locks may stay held in it",
-			h.PID, cmd)
+			h.PID, command(h))
 	}
+}
+
+// backingNote warns about a ring whose backing the file system stopped
+// while the process ran: the ring could not wrap, so everything it would
+// have recorded from then on was dropped (and counted). The command heaplens
+// runs is named even past maxNotes (its children may fill the list first).
+func (c *Collector) backingNote(s *stream, cnt ring.Counters) {
+	stopped, backed, errno := s.r.Backing()
+	if !stopped {
+		return
+	}
+	say := c.note
+	if s.hdr.PID == c.root {
+		say = c.warn
+	}
+	say("process %d (%s) filled %s: its ring could be backed only to %s of %s (%v); "+
+		"its samples after that point were dropped and counted (%d allocations, %d frees, %d other records)",
+		s.hdr.PID, command(s.hdr), c.dir, size.FormatSize(backed), size.FormatSize(s.hdr.DataSize), errno,
+		cnt.DroppedAllocs, cnt.DroppedFree, cnt.DroppedOther)
 }
 
 // note names a process that ran unprofiled or with less than asked for:

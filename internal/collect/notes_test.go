@@ -17,8 +17,8 @@ func TestUnprofiledMarkers(t *testing.T) {
 		marker bool
 		note   string // "" when the marker is malformed
 	}{
-		{"unprofiled.1234.28.16777216.my.prog", true, "process 1234 (my.prog) ran unprofiled: could not back a ring of 16 MiB (nor a smaller one) in " + dir + ": no space left on device"},
-		{"unprofiled.77.13.65536.", true, "process 77 () ran unprofiled: could not back a ring of 64 KiB (nor a smaller one) in " + dir + ": permission denied"},
+		{"unprofiled.1234.28.16777216.my.prog", true, "process 1234 (my.prog) ran unprofiled: could not back even the start of a ring of 16 MiB in " + dir + ": no space left on device"},
+		{"unprofiled.77.13.65536.", true, "process 77 () ran unprofiled: could not back even the start of a ring of 64 KiB in " + dir + ": permission denied"},
 		{"unprofiled.x.28.1.p", true, ""},
 		{"unprofiled.1.99999999.1.p", true, ""},
 		{"unprofiled.", true, ""},

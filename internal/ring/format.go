@@ -9,10 +9,10 @@ const (
 	Version    = 1
 	HeaderSize = 4096
 
-	FlagInitDone = 1
-	FlagForked   = 2
-	FlagSmaller  = 4 // data_size < wanted_size: the file system could not back the size asked for
-	FlagNoUnwind = 8 // forked while another thread was unwinding: no native stacks
+	FlagInitDone       = 1
+	FlagForked         = 2
+	FlagBackingStopped = 4 // the file system could back only `backed` bytes: records past them were dropped
+	FlagNoUnwind       = 8 // forked while another thread was unwinding: no native stacks
 
 	RecAlloc  = 1
 	RecFree   = 2
@@ -68,7 +68,7 @@ const (
 	offCmdlineLen   = 84
 	offExeLen       = 88
 	offBackingErrno = 92
-	offWantedSize   = 96
+	offBacked       = 96
 	offHead         = 128
 	offTail         = 192
 	offDroppedAlloc = 256

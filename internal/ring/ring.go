@@ -30,11 +30,6 @@ type Header struct {
 	Cmdline       []string
 	Exe           string
 	DataSize      uint64
-	// Smaller: the library could not back WantedSize bytes (BackingErrno
-	// says why) and made a DataSize ring instead.
-	Smaller      bool
-	WantedSize   uint64
-	BackingErrno unix.Errno
 	// NoUnwind: forked while another thread was inside the unwinder, whose
 	// locks may stay held in the child: its stacks have no native frames.
 	NoUnwind bool
@@ -186,9 +181,6 @@ func (r *Ring) Header() Header {
 		Seq:           le.Uint32(m[offSeq:]),
 		Forked:        flags&FlagForked != 0,
 		DataSize:      uint64(len(r.data)),
-		Smaller:       flags&FlagSmaller != 0,
-		WantedSize:    le.Uint64(m[offWantedSize:]),
-		BackingErrno:  unix.Errno(le.Uint32(m[offBackingErrno:])),
 		NoUnwind:      flags&FlagNoUnwind != 0,
 		ParentPID:     int(int64(le.Uint64(m[offParentPID:]))),
 		ParentSeq:     le.Uint32(m[offParentSeq:]),
@@ -212,6 +204,16 @@ func (r *Ring) Python() Python {
 		EvalAddr: le.Uint64(r.mem[offPyEval:]),
 		PyMem:    atomic.LoadUint64(r.u64(offPyHooked)),
 	}
+}
+
+// Backing says how far the library got backing the ring, which it does as
+// the ring fills: stopped reports that the file system refused more (errno
+// says why), and records past backed bytes were then dropped.
+func (r *Ring) Backing() (stopped bool, backed uint64, errno unix.Errno) {
+	if atomic.LoadUint32(r.u32(offFlags))&FlagBackingStopped == 0 {
+		return false, 0, 0
+	}
+	return true, min(atomic.LoadUint64(r.u64(offBacked)), uint64(len(r.data))), unix.Errno(atomic.LoadUint32(r.u32(offBackingErrno)))
 }
 
 // InitDone reports whether the library has written its initial modules.

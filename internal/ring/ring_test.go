@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // writer plays the library's part: it lays out a ring file as
@@ -84,6 +86,39 @@ func TestHeader(t *testing.T) {
 	if h.PID != 4242 || h.PPID != 1 || h.Rate != 524288 || h.Exe != "/usr/bin/prog" ||
 		strings.Join(h.Cmdline, " ") != "prog --flag" || !r.InitDone() {
 		t.Errorf("header = %+v, init done %v", h, r.InitDone())
+	}
+}
+
+func TestBacking(t *testing.T) {
+	cases := []struct {
+		name        string
+		flags       uint32
+		backed      uint64
+		errno       uint32
+		wantStopped bool
+		wantBacked  uint64
+	}{
+		{"growing", FlagInitDone, 1 << 16, 0, false, 0},
+		{"stopped", FlagInitDone | FlagBackingStopped, 1 << 16, 28, true, 1 << 16},
+		{"hostile size", FlagBackingStopped, 1 << 40, 28, true, 1 << 18}, // never more than the data area
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWriter(1 << 18)
+			le := binary.LittleEndian
+			le.PutUint32(w.mem[offFlags:], c.flags)
+			le.PutUint64(w.mem[offBacked:], c.backed)
+			le.PutUint32(w.mem[offBackingErrno:], c.errno)
+			r, err := Open(w.file(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			stopped, backed, errno := r.Backing()
+			if stopped != c.wantStopped || backed != c.wantBacked || (stopped && errno != unix.ENOSPC) {
+				t.Errorf("Backing() = %v, %d, %v; want %v, %d, ENOSPC if stopped", stopped, backed, errno, c.wantStopped, c.wantBacked)
+			}
+		})
 	}
 }
 

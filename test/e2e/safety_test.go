@@ -26,10 +26,11 @@ func inTmpfs(t *testing.T, size, mountpoint string, env []string, argv ...string
 	return runEnv(t, 3*time.Minute, env, "unshare", args...)
 }
 
-// Rings are backed before use: a /dev/shm too small for them never kills
-// the program with SIGBUS (it did, at the first write to an unbacked page).
-// The library takes a smaller ring, or runs the process unprofiled, and the
-// run's warnings say which.
+// Rings are backed before use, as they fill: a /dev/shm too small for them
+// never kills the program with SIGBUS (it did, at the first write to an
+// unbacked page). When the file system fills while the program runs, the
+// library stops recording and counts what it drops; when not even the start
+// of a ring fits, the process runs unprofiled. The run's warnings say which.
 func TestFullRingFilesystem(t *testing.T) {
 	dir := t.TempDir()
 	bin := build(t, dir, "stress.c")
@@ -37,14 +38,18 @@ func TestFullRingFilesystem(t *testing.T) {
 	if bare.code != 0 {
 		t.Fatalf("stress fails without heaplens: %d %s", bare.code, bare.stdout)
 	}
+	filled := regexp.MustCompile(`process \d+ \(stress\) filled /dev/shm/heaplens-\S+: its ring could be backed only to \d+ [KM]iB of 16 MiB \(no space left on device\); ` +
+		`its samples after that point were dropped and counted \([1-9]\d* allocations, [1-9]\d* frees`)
 	cases := []struct {
 		shm  string
 		want *regexp.Regexp // in heaplens's warnings
 	}{
-		// 16 MiB and 8 MiB (plus the header page) do not fit, 4 MiB does.
-		{"8m", regexp.MustCompile(`process \d+ \(stress\) has a ring of 4 MiB, not 16 MiB: could not back it in /dev/shm/heaplens-\S+: no space left on device`)},
-		// Not even the smallest ring fits: the program runs unprofiled.
-		{"64k", regexp.MustCompile(`process \d+ \(stress\) ran unprofiled: could not back a ring of 16 MiB \(nor a smaller one\) in /dev/shm/heaplens-\S+: no space left on device`)},
+		// 8 threads at --rate 1 record far more than 8 MiB: the ring fills
+		// the file system while the program runs (the start of it fits).
+		{"8m", filled},
+		{"1m", filled},
+		// Not even the start of a ring (a header page and 64 KiB) fits.
+		{"64k", regexp.MustCompile(`process \d+ \(stress\) ran unprofiled: could not back even the start of a ring of 16 MiB in /dev/shm/heaplens-\S+: no space left on device`)},
 	}
 	for _, c := range cases {
 		t.Run("shm="+c.shm, func(t *testing.T) {
@@ -57,6 +62,27 @@ func TestFullRingFilesystem(t *testing.T) {
 				t.Errorf("the run does not say what became of the ring; want %q in:\n%s", c.want, res.stderr)
 			}
 		})
+	}
+}
+
+// A ring commits memory only as it fills: a shell and eight children that
+// record little each get a ring of 16 MiB in a 4 MiB /dev/shm, with nothing
+// dropped and nothing to warn about. (Backing whole rings up front cost
+// 16 MiB and ~12 ms of system time per process image.)
+func TestRingsBackedAsTheyFill(t *testing.T) {
+	dir := t.TempDir()
+	capPath := filepath.Join(dir, "lazy.hlc")
+	script := `for i in 1 2 3 4 5 6 7 8; do sleep 0.5 & done; wait; echo done`
+	res := inTmpfs(t, "4m", "/dev/shm", nil, heaplensBin(t), "run", "-o", capPath, "--", "bash", "-c", script)
+	if res.code != 0 || res.stdout != "done\n" {
+		t.Fatalf("exit %d, output %q, want 0 and \"done\\n\"\n%s", res.code, res.stdout, res.stderr)
+	}
+	if strings.Contains(res.stderr, "/dev/shm/heaplens-") {
+		t.Errorf("a ring was refused or cut short in a 4 MiB /dev/shm:\n%s", res.stderr)
+	}
+	// The shell, and each child twice: as bash's fork and as sleep.
+	if c := load(t, capPath); len(c.Processes) != 17 {
+		t.Errorf("%d streams, want 17 (bash, then 8 forks and their 8 execs of sleep)\n%s", len(c.Processes), res.stderr)
 	}
 }
 
