@@ -4,7 +4,7 @@ CC      ?= gcc
 CFLAGS  ?= -O2 -g
 PRELOAD_CFLAGS = -std=c11 -fPIC -shared -fvisibility=hidden -ftls-model=initial-exec \
                  -Wall -Wextra -Werror -Wl,-z,now
-SO      = internal/launch/libheaplens.so
+SO      = internal/launch/lib/libheaplens.so
 
 .PHONY: all test test-cpython bench demo clean deps sanitize
 all: bin/heaplens

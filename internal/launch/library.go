@@ -5,11 +5,12 @@ package launch
 import (
 	"bytes"
 	"crypto/sha256"
-	_ "embed"
+	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,10 +19,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The Makefile builds preload/ into this file before the Go build.
+// The Makefile builds preload/ into lib/libheaplens.so before the Go build.
+// The directory is embedded (it always holds its README), so that a fresh
+// clone vets, tests and builds with plain Go tools; such a binary has no
+// library, and says so when asked to profile.
 //
-//go:embed libheaplens.so
-var library []byte
+//go:embed lib
+var libDir embed.FS
+
+var library, _ = fs.ReadFile(libDir, "lib/libheaplens.so")
+
+// ErrNoLibrary means this binary was built without the preload library.
+var ErrNoLibrary = errors.New("this heaplens was built without libheaplens.so: build it with `make` (it builds preload/ first)")
 
 // LibraryPath extracts the embedded library to a content-addressed file and
 // returns its path. A real file (not a memfd) survives children that close
@@ -35,6 +44,9 @@ var library []byte
 // program's output. The user cache directory is used when that holds
 // (typically not for a private home directory), else $TMPDIR/heaplens-UID.
 func LibraryPath() (string, error) {
+	if len(library) == 0 {
+		return "", ErrNoLibrary
+	}
 	sum := sha256.Sum256(library)
 	name := "libheaplens-" + hex.EncodeToString(sum[:8]) + ".so"
 	dir, err := libraryDir()

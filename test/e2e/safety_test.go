@@ -93,7 +93,7 @@ func TestRingsBackedAsTheyFill(t *testing.T) {
 func TestHostileEnvironment(t *testing.T) {
 	dir := t.TempDir()
 	bin := build(t, dir, "stress.c")
-	lib := filepath.Join(root, "internal", "launch", "libheaplens.so")
+	lib := filepath.Join(root, "internal", "launch", "lib", "libheaplens.so")
 	if _, err := os.Stat(lib); err != nil {
 		t.Fatalf("%s is missing: run `make` first: %v", lib, err)
 	}

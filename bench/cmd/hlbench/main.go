@@ -70,7 +70,7 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 7, "interleaved runs per configuration (the median is reported)")
 	flag.BoolVar(&o.quick, "quick", false, "smoke test: 3 runs, short runs")
 	flag.StringVar(&o.out, "out", filepath.Join("bench", "results"), "directory for malloc.md and malloc.json")
-	flag.StringVar(&o.root, "root", ".", "repository root (holds bin/heaplens and internal/launch/libheaplens.so)")
+	flag.StringVar(&o.root, "root", ".", "repository root (holds bin/heaplens and internal/launch/lib/libheaplens.so)")
 	flag.BoolVar(&o.keepTemp, "keep", false, "keep the temporary directory (workload binaries, callgrind files)")
 	flag.Parse()
 	o.target = 400 * time.Millisecond
@@ -108,7 +108,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	b := &bench{o: o, heaplens: filepath.Join(root, "bin", "heaplens"), lib: filepath.Join(root, "internal", "launch", "libheaplens.so")}
+	b := &bench{o: o, heaplens: filepath.Join(root, "bin", "heaplens"), lib: filepath.Join(root, "internal", "launch", "lib", "libheaplens.so")}
 	for _, p := range []string{b.heaplens, b.lib} {
 		if _, err := os.Stat(p); err != nil {
 			return fmt.Errorf("%v (run make in the repository root first, or pass -root)", err)
