@@ -24,6 +24,7 @@ usage:
                   [--at D] [--lifetime D] [--min-age D]
   heaplens serve CAPTURE [--addr 127.0.0.1:0]
   heaplens run --live [--live-wait] ... -- COMMAND
+  heaplens dump CAPTURE
   heaplens version
 
 Run "heaplens COMMAND -h" for the flags of a command.
@@ -45,6 +46,8 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return reportCmd(args[1:], stdout, stderr)
 	case "serve":
 		return serveCmd(args[1:], stdout, stderr)
+	case "dump":
+		return dumpCmd(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "heaplens", version)
 		return 0

@@ -220,3 +220,27 @@ func same(a, b string) bool {
 	sb, err2 := os.Stat(b)
 	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
 }
+
+// dumpCmd writes a capture's records one per line (capture.Dump).
+func dumpCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("heaplens dump", "heaplens dump CAPTURE", args, stdout, stderr)
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return exitCode(err)
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(stderr, "heaplens dump: name one capture file")
+		return 2
+	}
+	f, err := os.Open(pos[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "heaplens dump: %v\n", err)
+		return 1
+	}
+	defer f.Close()
+	if err := capture.Dump(stdout, f); err != nil {
+		fmt.Fprintf(stderr, "heaplens dump: %s: %v\n", pos[0], err)
+		return 1
+	}
+	return 0
+}

@@ -584,3 +584,46 @@ func FuzzRecords(f *testing.F) {
 		c.Check()
 	})
 }
+
+// Dump names every record with its fields, in file order, and on damage
+// shows what came before it and the error.
+func TestDump(t *testing.T) {
+	var buf bytes.Buffer
+	w, _ := NewWriter(&buf)
+	for _, r := range full() {
+		write(t, w, r)
+	}
+	write(t, w, &Alloc{Stream: 3, TID: 1, TimeNano: 5, Addr: 0x40, Size: 48, StackID: 2, Func: FuncPyMemMalloc, Origin: 0x77, Method: MethodOpenMP})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := Dump(&out, bytes.NewReader(buf.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		"heaplens capture, format version 1\n",
+		`Meta     version=1 heaplens="0.1.0-dev" rate=524288`,
+		`Process  stream=3 pid=4242 ppid=1`,
+		`Location id=11 mapping=7 address=0x7f0000001234 lines=["inlined_helper" "/src/a.c":10; "outer" "":0; "neg" "x.h":-1]`,
+		"Stack    id=1099511627776 locations=[11 12 11]",
+		"Alloc    stream=3 tid=4243 t=99000001000 addr=0x555500000010 size=8589934592 stack=1099511627776 func=pvalloc",
+		"func=PyMem_Malloc origin=0x77 method=openmp",
+		"Free     stream=3 tid=4243",
+		"End      stream=3 t=99100000000 known=true exit=-1 signaled=true signal=9 exec=true dropped_allocs=12",
+		"RSS      stream=3",
+		`Note     stream=3 "pid 4242: 2 malformed ring records were skipped"`,
+		"# 1 chunks, 0 records of unknown types skipped, 0 long names cut\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("dump lacks %q:\n%s", want, got)
+		}
+	}
+	// Cut inside the chunk: the header line, then the error.
+	out.Reset()
+	err := Dump(&out, bytes.NewReader(buf.Bytes()[:len(buf.Bytes())-10]))
+	if _, ok := err.(*CorruptError); !ok || !strings.Contains(out.String(), "# capture: corrupt chunk 0") {
+		t.Errorf("damaged: %v\n%s", err, out.String())
+	}
+}

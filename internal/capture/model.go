@@ -165,6 +165,9 @@ const (
 	FuncMemalign
 	FuncValloc
 	FuncPvalloc
+	FuncPyMemMalloc // PyMem_Malloc/PyObject_Malloc: an object from pymalloc's arenas
+	FuncPyMemCalloc
+	FuncPyMemRealloc
 )
 
 // FuncNames names the hooked functions for reports.
@@ -173,4 +176,5 @@ var FuncNames = map[uint8]string{
 	FuncReallocarray: "reallocarray", FuncPosixMemalign: "posix_memalign",
 	FuncAlignedAlloc: "aligned_alloc", FuncMemalign: "memalign",
 	FuncValloc: "valloc", FuncPvalloc: "pvalloc",
+	FuncPyMemMalloc: "PyMem_Malloc", FuncPyMemCalloc: "PyMem_Calloc", FuncPyMemRealloc: "PyMem_Realloc",
 }
