@@ -1,0 +1,112 @@
+package ring
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/heaplens/heaplens/internal/capture"
+)
+
+// The ring's layout is written twice, in preload/heaplens_ring.h (C) and in
+// format.go (Go). This test compiles the C header and compares every
+// offset and value with the Go side, so that neither can drift alone (the
+// other tests of this package build their rings from the Go constants and
+// could not tell).
+func TestLayoutMatchesC(t *testing.T) {
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Fatalf("gcc is needed to compile preload/heaplens_ring.h (scripts/deps.sh installs it): %v", err)
+	}
+	_, file, _, _ := runtime.Caller(0)
+	preload := filepath.Join(filepath.Dir(file), "..", "..", "preload")
+	offsets := map[string]uint64{
+		"magic": offMagic, "version": offVersion, "data_size": offDataSize, "pid": offPID, "ppid": offPPID,
+		"start_mono_ns": offStartMono, "start_real_ns": offStartReal, "rate": offRate, "flags": offFlags,
+		"seq": offSeq, "parent_pid": offParentPID, "parent_seq": offParentSeq, "cmdline_len": offCmdlineLen,
+		"exe_len": offExeLen, "backing_errno": offBackingErrno, "backed": offBacked, "head": offHead,
+		"tail": offTail, "dropped_alloc": offDroppedAlloc, "dropped_free": offDroppedFree,
+		"dropped_other": offDroppedOther, "truncated_stacks": offTruncated, "py_version": offPyVersion,
+		"py_status": offPyStatus, "py_eval": offPyEval, "py_hooked": offPyHooked, "omp_guessed": offOMPGuessed,
+		"cmdline": offCmdline, "exe": offExe,
+	}
+	values := map[string]uint64{
+		"HL_RING_MAGIC": Magic, "HL_RING_VERSION": Version, "HL_RING_HEADER_SIZE": HeaderSize,
+		"sizeof(((struct hl_ring_header *)0)->cmdline)": maxCmdline, "sizeof(((struct hl_ring_header *)0)->exe)": maxExe,
+		"HL_FLAG_INIT_DONE": FlagInitDone, "HL_FLAG_FORKED": FlagForked,
+		"HL_FLAG_BACKING_STOPPED": FlagBackingStopped, "HL_FLAG_NO_UNWIND": FlagNoUnwind,
+		"HL_REC_ALLOC": RecAlloc, "HL_REC_FREE": RecFree, "HL_REC_MODULE": RecModule, "HL_REC_CODE": RecCode,
+		"HL_REC_MARK": RecMark, "HL_REC_ORIGIN": RecOrigin,
+		"HL_MARK_PY_FINALIZING": MarkPyFinalizing, "HL_MARK_EXIT": MarkExit,
+		"HL_ALLOC_TRUNCATED": AllocTruncated, "HL_ALLOC_PYMEM": AllocPyMem, "HL_ALLOC_ORIGIN": AllocOrigin,
+		"HL_ALLOC_METHOD_SHIFT": AllocMethodShift,
+		"HL_ORIGIN_SELF": OriginSelf, "HL_ORIGIN_API": OriginAPI, "HL_ORIGIN_OPENMP": OriginOpenMP,
+		"HL_ORIGIN_ADAPTER": OriginAdapter, "HL_ORIGIN_FALLBACK": OriginFallback,
+		"HL_ORIGIN_UNATTRIBUTED": OriginUnattributed, "HL_PY_ACTIVATION_END": PyActivationEnd,
+		"HL_PY_NONE": PyNone, "HL_PY_ACTIVE": PyActive, "HL_PY_UNSUPPORTED": PyUnsupported, "HL_PY_OFF": PyOff,
+		"HL_PYMEM_NONE": PyMemNone, "HL_PYMEM_HOOKED": PyMemHooked, "HL_PYMEM_MALLOC": PyMemMalloc,
+		"HL_PYMEM_FOREIGN": PyMemForeign, "HL_PYMEM_LOST": PyMemLost,
+		// The capture names the hooked functions by the ring's numbers, and the
+		// capture's origin methods are the ring's.
+		"HL_FUNC_MALLOC": uint64(capture.FuncMalloc), "HL_FUNC_CALLOC": uint64(capture.FuncCalloc),
+		"HL_FUNC_REALLOC": uint64(capture.FuncRealloc), "HL_FUNC_REALLOCARRAY": uint64(capture.FuncReallocarray),
+		"HL_FUNC_POSIX_MEMALIGN": uint64(capture.FuncPosixMemalign), "HL_FUNC_ALIGNED_ALLOC": uint64(capture.FuncAlignedAlloc),
+		"HL_FUNC_MEMALIGN": uint64(capture.FuncMemalign), "HL_FUNC_VALLOC": uint64(capture.FuncValloc),
+		"HL_FUNC_PVALLOC": uint64(capture.FuncPvalloc), "HL_FUNC_PYMEM_MALLOC": uint64(capture.FuncPyMemMalloc),
+		"HL_FUNC_PYMEM_CALLOC": uint64(capture.FuncPyMemCalloc), "HL_FUNC_PYMEM_REALLOC": uint64(capture.FuncPyMemRealloc),
+		"HL_ORIGIN_OPENMP + 0": uint64(capture.MethodOpenMP), "HL_ORIGIN_UNATTRIBUTED + 0": uint64(capture.MethodUnattributed),
+		"HL_ORIGIN_API + 0": uint64(capture.MethodAPI), "HL_ORIGIN_FALLBACK + 0": uint64(capture.MethodFallback),
+		"HL_ORIGIN_ADAPTER + 0": uint64(capture.MethodAdapter), "HL_ORIGIN_SELF + 0": uint64(capture.MethodSelf),
+		"sizeof(struct hl_ring_header)": HeaderSize,
+	}
+	var src strings.Builder
+	src.WriteString("#include <stddef.h>\n#include <stdio.h>\n#include \"heaplens_ring.h\"\nint main(void) {\n")
+	for name := range offsets {
+		fmt.Fprintf(&src, "\tprintf(\"off %s %%llu\\n\", (unsigned long long)offsetof(struct hl_ring_header, %s));\n", name, name)
+	}
+	for name := range values {
+		fmt.Fprintf(&src, "\tprintf(\"val %s|%%llu\\n\", (unsigned long long)(%s));\n", name, name)
+	}
+	src.WriteString("\treturn 0;\n}\n")
+	dir := t.TempDir()
+	c, bin := filepath.Join(dir, "layout.c"), filepath.Join(dir, "layout")
+	if err := os.WriteFile(c, []byte(src.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cc, "-std=c11", "-Wall", "-Werror", "-I", preload, "-o", bin, c).CombinedOutput(); err != nil {
+		t.Fatalf("compiling the header: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		kind, rest, _ := strings.Cut(line, " ")
+		var name, val string
+		var want uint64
+		if kind == "off" {
+			name, val, _ = strings.Cut(rest, " ")
+			want = offsets[name]
+		} else {
+			name, val, _ = strings.Cut(rest, "|")
+			want = values[name]
+		}
+		got, err := strconv.ParseUint(val, 10, 64)
+		if err != nil {
+			t.Fatalf("bad line %q", line)
+		}
+		seen++
+		if got != want {
+			t.Errorf("%s: C says %d, Go says %d", name, got, want)
+		}
+	}
+	if seen != len(offsets)+len(values) {
+		t.Errorf("compared %d of %d facts", seen, len(offsets)+len(values))
+	}
+}
