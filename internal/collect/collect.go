@@ -302,7 +302,7 @@ func (c *Collector) announce(s *stream) error {
 	p := s.r.Python()
 	version, note := pythonInfo(p)
 	if p.Status == ring.PyActive {
-		s.py = &pyStream{minor: int(p.Version >> 16 & 0xff), eval: p.EvalAddr,
+		s.py = &pyStream{eval: p.EvalAddr,
 			codes: map[codeKey]*pyCode{}, locs: map[pyLocKey]uint64{}, native: map[uint64]frameClass{}}
 	}
 	if err := c.w.Process(&capture.Process{

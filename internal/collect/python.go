@@ -11,7 +11,6 @@ import (
 
 // pyStream is what a stream knows about its Python interpreter.
 type pyStream struct {
-	minor  int
 	eval   uint64                // _PyEval_EvalFrameDefault; its module is the interpreter
 	interp *module               // found once the modules are known
 	codes  map[codeKey]*pyCode   // CODE records received

@@ -95,7 +95,7 @@ func TestFolded(t *testing.T) {
 			"[101 worker:x];<unknown location 77>;0xdead (?);0x7f00beef (libc.so.6) 2048\n" +
 			"[100 app];<unknown stack 5> 10\n"},
 		// Stack 3 has 0 bytes and is left out.
-		{"leaks stream 1", heap.Leaks(c, heap.Options{Stream: 1}), "" +
+		{"leaks stream 1", heap.Leaks(c, heap.Options{Streams: []uint32{1}}), "" +
 			"[100 app];__libc_start_main (libc.so.6);main (main.c:7);build_tree (tree.c:80);make_node (tree.c:42) 3000\n" +
 			"[100 app];<unknown stack 5> 10\n"},
 	}
@@ -156,7 +156,7 @@ top 2 of 4 stacks by estimated bytes:
       0xdead (?)
       <unknown location 77>
 `},
-		{"leaks stream 1", heap.Leaks(c, heap.Options{Stream: 1}), TextOptions{}, `view:      leaks
+		{"leaks stream 1", heap.Leaks(c, heap.Options{Streams: []uint32{1}}), TextOptions{}, `view:      leaks
 command:   ./app --n 3
 rate:      1 B (every allocation sampled: values are exact)
 processes: 1
@@ -174,7 +174,7 @@ top 2 of 2 stacks by estimated bytes:
 #2  10 B (10 bytes)  1 objects  0.3%  [100 app]  1 samples
       <unknown stack 5>
 `},
-		{"leaks stream 2", heap.Leaks(c, heap.Options{Stream: 2}), TextOptions{Top: -1}, `view:      leaks
+		{"leaks stream 2", heap.Leaks(c, heap.Options{Streams: []uint32{2}}), TextOptions{Top: -1}, `view:      leaks
 command:   ./app --n 3
 rate:      1 B (every allocation sampled: values are exact)
 processes: 1

@@ -96,6 +96,9 @@ type DocSamples struct {
 	// Attribution says how each row's bytes were charged: "self", or for
 	// pool work "api", "openmp", "adapter", "fallback", "unattributed".
 	Attribution []string `json:"attribution"`
+	// Func is the hooked function the row's allocations went through
+	// ("malloc", "calloc", "PyMem_Malloc", …), "" when several.
+	Func []string `json:"func"`
 }
 
 // DocPoint is a time (seconds since the capture's start) and bytes.
@@ -132,7 +135,7 @@ type DocOptions struct {
 func BuildDoc(c *capture.Capture, p *heap.Profile, opt DocOptions) *Doc {
 	d := &Doc{Schema: Schema, View: p.View, Unit: "bytes", Rate: p.Rate, Command: c.Meta.Command, Host: c.Meta.Host,
 		StartUnixNano: c.Meta.StartUnixNano, Filter: opt.Filter, Notes: []string{}, Processes: []DocProcess{},
-		Samples: DocSamples{Stream: []uint32{}, Thread: []uint32{}, Stack: []int{}, Bytes: []int64{}, BytesCI95: []int64{}, Objects: []int64{}, Count: []int{}, Attribution: []string{}}}
+		Samples: DocSamples{Stream: []uint32{}, Thread: []uint32{}, Stack: []int{}, Bytes: []int64{}, BytesCI95: []int64{}, Objects: []int64{}, Count: []int{}, Attribution: []string{}, Func: []string{}}}
 	if d.Command == nil {
 		d.Command = []string{}
 	}
@@ -201,6 +204,7 @@ func BuildDoc(c *capture.Capture, p *heap.Profile, opt DocOptions) *Doc {
 		s.Objects = append(s.Objects, int64(math.Round(smp.Objects)))
 		s.Count = append(s.Count, smp.Count)
 		s.Attribution = append(s.Attribution, Attribution(c, smp.StackID))
+		s.Func = append(s.Func, FuncName(smp.Func))
 	}
 	d.Frames = in.frames
 	if d.Frames == nil {

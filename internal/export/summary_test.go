@@ -119,3 +119,35 @@ func TestUserFrameEmptyStack(t *testing.T) {
 		t.Errorf("StackFrames of an empty stack: %q", f)
 	}
 }
+
+// Rows say which hooked function their allocations went through, when it
+// is not plain malloc; JSON names it on every row.
+func TestRowsNameTheirFunction(t *testing.T) {
+	c := capture.NewCapture()
+	c.Meta.Rate = 1
+	c.Processes = []*capture.Process{{Stream: 1, PID: 1}}
+	c.Locations[1] = &capture.Location{ID: 1, Lines: []capture.Line{{Function: "f", File: "f.c", Line: 1}}}
+	c.Locations[2] = &capture.Location{ID: 2, Lines: []capture.Line{{Function: "g", File: "g.c", Line: 2}}}
+	c.Stacks[1] = &capture.Stack{ID: 1, Locations: []uint64{1}}
+	c.Stacks[2] = &capture.Stack{ID: 2, Locations: []uint64{2}}
+	c.Allocs = []capture.Alloc{
+		{Stream: 1, TimeNano: 1, Addr: 0x10, Size: 100, StackID: 1, Func: capture.FuncCalloc},
+		{Stream: 1, TimeNano: 2, Addr: 0x20, Size: 50, StackID: 2, Func: capture.FuncMalloc},
+		{Stream: 1, TimeNano: 3, Addr: 0x30, Size: 50, StackID: 2, Func: capture.FuncRealloc},
+	}
+	p := heap.Allocs(c, heap.Options{})
+	var buf strings.Builder
+	if err := Text(&buf, c, p, TextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "1 samples  by calloc\n") || strings.Count(buf.String(), "  by ") != 1 {
+		t.Errorf("text rows:\n%s", buf.String())
+	}
+	var js strings.Builder
+	if err := JSON(&js, c, p, DocOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(js.String(), `"func":["calloc",""]`) {
+		t.Errorf("JSON func column: %s", js.String())
+	}
+}

@@ -42,8 +42,8 @@ func Text(w io.Writer, c *capture.Capture, p *heap.Profile, opt TextOptions) err
 		if p.TotalBytes > 0 {
 			share = 100 * s.Bytes / p.TotalBytes
 		}
-		fmt.Fprintf(bw, "\n#%d  %s%s (%.0f bytes)  %.0f objects  %.1f%%  %s  %d samples\n",
-			i+1, size.Human(s.Bytes), plusMinus(p.Rate, s.Var), s.Bytes, s.Objects, share, ProcessLabel(c, s.Stream), s.Count)
+		fmt.Fprintf(bw, "\n#%d  %s%s (%.0f bytes)  %.0f objects  %.1f%%  %s  %d samples%s\n",
+			i+1, size.Human(s.Bytes), plusMinus(p.Rate, s.Var), s.Bytes, s.Objects, share, ProcessLabel(c, s.Stream), s.Count, viaFunc(s.Func))
 		for _, f := range StackFrames(c, s.StackID) {
 			fmt.Fprintf(bw, "      %s\n", f)
 		}
@@ -112,6 +112,19 @@ func writeTextHeader(w io.Writer, c *capture.Capture, p *heap.Profile) {
 		fmt.Fprintf(w, "pools:     %s\n", n)
 	}
 }
+
+// viaFunc says which hooked function a row's allocations went through:
+// "  by calloc", "" for plain malloc (most rows) and mixed rows.
+func viaFunc(f uint8) string {
+	if name := FuncName(f); name != "" && f != capture.FuncMalloc {
+		return "  by " + name
+	}
+	return ""
+}
+
+// FuncName names a hooked function (capture.FuncNames), "" when unknown or
+// mixed.
+func FuncName(f uint8) string { return capture.FuncNames[f] }
 
 // estimatesMean says once what an estimate and its ± are.
 const estimatesMean = "each sampled allocation of s bytes stands for 1/(1-(1-1/rate)^s) allocations; " +

@@ -52,13 +52,12 @@ func (w weigher) weight(size uint64) float64 {
 // Options select what a view covers. It is a struct so filters can be added
 // without changing callers.
 //
-// Stream and Streams choose which heap is replayed: the peak of one process
+// Streams chooses which heap is replayed: the peak of one process
 // is the peak of its streams only. Thread and KeepStack only choose which
 // samples of the result are kept: the live set at the peak of the process,
 // restricted to one thread's allocations, is still taken at the process's
 // peak, not at the peak of that thread's allocations.
 type Options struct {
-	Stream  uint32   // only this stream; 0 = all streams
 	Streams []uint32 // only these streams (e.g. every image of one pid); nil = no restriction
 
 	Thread    uint32                    // only allocations made by this thread id; 0 = all
@@ -71,9 +70,6 @@ type Options struct {
 }
 
 func (o Options) keep(stream uint32) bool {
-	if o.Stream != 0 && o.Stream != stream {
-		return false
-	}
 	return o.Streams == nil || slices.Contains(o.Streams, stream)
 }
 
@@ -93,10 +89,13 @@ type Sample struct {
 	Bytes   float64 // estimated bytes
 	Objects float64 // estimated allocations
 	Count   int     // raw samples behind the estimate
+	TID     uint32  // the allocating thread with Options.ByThread, else 0
 	// Var is the estimated variance of Bytes, from the samples themselves
 	// (see CI95); 0 at rate 1, where Bytes is exact.
 	Var float64
-	TID uint32 // the allocating thread with Options.ByThread, else 0
+	// Func is the hooked function every sample here went through
+	// (capture.FuncMalloc, …), or FuncMixed.
+	Func uint8
 }
 
 // DropStats is what a stream lost, from its End record.
@@ -114,7 +113,6 @@ func (d DropStats) Total() uint64 { return d.DroppedAllocs + d.DroppedFrees + d.
 type Profile struct {
 	View    string   // "allocs", "leaks", …
 	Rate    uint64   // the capture's sampling rate
-	Stream  uint32   // the Options.Stream filter, 0 = all
 	Streams []uint32 // the Options.Streams filter, nil = all
 	Samples []Sample // sorted by Bytes descending, then StackID, then Stream
 
@@ -202,11 +200,16 @@ func (b *builder) add(a *capture.Alloc) {
 	// p = 1/w: each sample adds s²(1−p)/p² = s²·w·(w−1) to the estimated
 	// variance, and samples of different allocations are independent.
 	s.Var += sz * sz * w * (w - 1)
+	if s.Count == 0 {
+		s.Func = a.Func
+	} else if s.Func != a.Func {
+		s.Func = FuncMixed
+	}
 	s.Count++
 }
 
 func (b *builder) profile(view string, c *capture.Capture, opt Options) *Profile {
-	p := &Profile{View: view, Rate: c.Meta.Rate, Stream: opt.Stream, Drops: make(map[uint32]DropStats), Start: Start(c), Streams: opt.Streams}
+	p := &Profile{View: view, Rate: c.Meta.Rate, Drops: make(map[uint32]DropStats), Start: Start(c), Streams: opt.Streams}
 	p.Samples = make([]Sample, 0, len(b.sites))
 	for _, s := range b.sites {
 		p.Samples = append(p.Samples, *s)
@@ -309,6 +312,10 @@ func leaks(r *replayer, opt Options) *Profile {
 	return out
 }
 
+// FuncMixed is Sample.Func when its samples came through different hooked
+// functions.
+const FuncMixed = 255
+
 // CI95 returns the half-width of a 95 % interval for an estimate of bytes
 // whose estimated variance is v (normal approximation): the estimate ±
 // CI95(v). It is 0 at rate 1, where estimates are exact.
@@ -343,5 +350,5 @@ func Stddev(sizes map[uint64]int, rate uint64) float64 {
 
 // Covers reports whether the profile covers a stream (its stream filters).
 func (p *Profile) Covers(stream uint32) bool {
-	return Options{Stream: p.Stream, Streams: p.Streams}.keep(stream)
+	return Options{Streams: p.Streams}.keep(stream)
 }

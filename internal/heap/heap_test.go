@@ -33,7 +33,7 @@ func TestWeight(t *testing.T) {
 		}
 	}
 	// Rate 4096 against the direct formula, where it is still accurate.
-	for _, s := range []uint64{1, 16, 1024, 4096, 65536, 0, 0} {
+	for _, s := range []uint64{1, 16, 1024, 4096, 65536, 0} {
 		want := 1 / (1 - math.Pow(1-1.0/4096, float64(s)))
 		if got := Weight(s, 4096); math.Abs(got-want) > 1e-9*want {
 			t.Errorf("Weight(%d, 4096) = %v, want %v", s, got, want)
@@ -81,14 +81,14 @@ func TestAllocs(t *testing.T) {
 		bytes, objs float64
 	}{
 		{"rate 1", 1, Options{}, []Sample{
-			{2, 7, 1000, 1, 1, 0, 0}, {1, 8, 300, 1, 1, 0, 0}, {1, 7, 150, 2, 2, 0, 0}, {2, 9, 1, 1, 1, 0, 0},
+			{2, 7, 1000, 1, 1, 0, 0, capture.FuncMalloc}, {1, 8, 300, 1, 1, 0, 0, capture.FuncMalloc}, {1, 7, 150, 2, 2, 0, 0, capture.FuncMalloc}, {2, 9, 1, 1, 1, 0, 0, capture.FuncMalloc},
 		}, 1451, 5},
-		{"rate 1 stream 1", 1, Options{Stream: 1}, []Sample{
-			{1, 8, 300, 1, 1, 0, 0}, {1, 7, 150, 2, 2, 0, 0},
+		{"rate 1 stream 1", 1, Options{Streams: []uint32{1}}, []Sample{
+			{1, 8, 300, 1, 1, 0, 0, capture.FuncMalloc}, {1, 7, 150, 2, 2, 0, 0, capture.FuncMalloc},
 		}, 450, 3},
 		// Rate 2: weights 1/(1-2^-s); s=1 → 2, others ≈ 1.
-		{"rate 2 stream 2", 2, Options{Stream: 2}, []Sample{
-			{2, 7, 1000, 1, 1, 0, 0}, {2, 9, 2, 2, 1, 0, 0},
+		{"rate 2 stream 2", 2, Options{Streams: []uint32{2}}, []Sample{
+			{2, 7, 1000, 1, 1, 0, 0, capture.FuncMalloc}, {2, 9, 2, 2, 1, 0, 0, capture.FuncMalloc},
 		}, 1002, 3},
 	}
 	for _, tt := range tests {
@@ -135,7 +135,7 @@ func TestLeaks(t *testing.T) {
 			allocs: []capture.Alloc{alloc(1, 1, 0xa, 10, 1), alloc(1, 2, 0xb, 20, 2), alloc(1, 3, 0xc, 40, 2)},
 			frees:  []capture.Free{free(1, 5, 0xb)},
 			order:  []int{3},
-			want:   []Sample{{1, 2, 40, 1, 1, 0, 0}, {1, 1, 10, 1, 1, 0, 0}},
+			want:   []Sample{{1, 2, 40, 1, 1, 0, 0, capture.FuncMalloc}, {1, 1, 10, 1, 1, 0, 0, capture.FuncMalloc}},
 			bytes:  50,
 		},
 		{
@@ -145,14 +145,14 @@ func TestLeaks(t *testing.T) {
 			allocs: []capture.Alloc{alloc(1, 1, 0xa, 10, 1), alloc(1, 5, 0xa, 99, 3)},
 			frees:  []capture.Free{free(1, 5, 0xa)},
 			order:  []int{1},
-			want:   []Sample{{1, 3, 99, 1, 1, 0, 0}},
+			want:   []Sample{{1, 3, 99, 1, 1, 0, 0, capture.FuncMalloc}},
 			bytes:  99,
 		},
 		{
 			name:   "realloc tie without FreeOrder: free first",
 			allocs: []capture.Alloc{alloc(1, 1, 0xa, 10, 1), alloc(1, 5, 0xa, 99, 3)},
 			frees:  []capture.Free{free(1, 5, 0xa)},
-			want:   []Sample{{1, 3, 99, 1, 1, 0, 0}},
+			want:   []Sample{{1, 3, 99, 1, 1, 0, 0, capture.FuncMalloc}},
 			bytes:  99,
 		},
 		{
@@ -170,7 +170,7 @@ func TestLeaks(t *testing.T) {
 			allocs: []capture.Alloc{alloc(1, 10, 0xa, 10, 1), alloc(1, 1, 0xa, 20, 2)},
 			frees:  []capture.Free{free(1, 5, 0xa)},
 			order:  []int{0},
-			want:   []Sample{{1, 1, 10, 1, 1, 0, 0}},
+			want:   []Sample{{1, 1, 10, 1, 1, 0, 0, capture.FuncMalloc}},
 			bytes:  10,
 		},
 		{
@@ -178,7 +178,7 @@ func TestLeaks(t *testing.T) {
 			allocs:    []capture.Alloc{alloc(1, 1, 0xa, 10, 1), alloc(1, 2, 0xa, 30, 2)},
 			frees:     []capture.Free{free(1, 0, 0xdead), free(1, 3, 0xbeef)},
 			order:     []int{0, 2},
-			want:      []Sample{{1, 2, 30, 1, 1, 0, 0}},
+			want:      []Sample{{1, 2, 30, 1, 1, 0, 0, capture.FuncMalloc}},
 			bytes:     30,
 			unmatched: 2,
 			lost:      1,
@@ -189,7 +189,7 @@ func TestLeaks(t *testing.T) {
 			allocs: []capture.Alloc{alloc(1, 1, 0xa, 10, 1), alloc(2, 1, 0xa, 20, 1)},
 			frees:  []capture.Free{free(2, 2, 0xa)},
 			order:  []int{2},
-			want:   []Sample{{1, 1, 10, 1, 1, 0, 0}},
+			want:   []Sample{{1, 1, 10, 1, 1, 0, 0, capture.FuncMalloc}},
 			bytes:  10,
 		},
 		{
@@ -197,8 +197,8 @@ func TestLeaks(t *testing.T) {
 			allocs:    []capture.Alloc{alloc(1, 1, 0xa, 10, 1), alloc(2, 1, 0xa, 20, 1)},
 			frees:     []capture.Free{free(1, 2, 0xb)},
 			order:     []int{2},
-			opt:       Options{Stream: 2},
-			want:      []Sample{{2, 1, 20, 1, 1, 0, 0}},
+			opt:       Options{Streams: []uint32{2}},
+			want:      []Sample{{2, 1, 20, 1, 1, 0, 0, capture.FuncMalloc}},
 			bytes:     20,
 			unmatched: 0,
 		},
@@ -225,7 +225,7 @@ func TestDrops(t *testing.T) {
 	if !p.Dropped() || p.Drops[1] != (DropStats{3, 2, 64}) || p.Drops[2] != (DropStats{}) {
 		t.Errorf("Drops = %+v", p.Drops)
 	}
-	p = Allocs(c, Options{Stream: 2})
+	p = Allocs(c, Options{Streams: []uint32{2}})
 	if p.Dropped() || len(p.Drops) != 1 {
 		t.Errorf("stream 2 Drops = %+v", p.Drops)
 	}

@@ -56,7 +56,7 @@ func TestSnapshotViews(t *testing.T) {
 		heapAt float64
 	}{
 		{"peak of the tree", Peak(c, Options{}), map[uint64]float64{1: 100, 2: 80}, 3, 180},
-		{"peak of stream 1", Peak(c, Options{Stream: 1}), map[uint64]float64{1: 100}, 1, 100},
+		{"peak of stream 1", Peak(c, Options{Streams: []uint32{1}}), map[uint64]float64{1: 100}, 1, 100},
 		{"peak of stream 2", Peak(c, Options{Streams: []uint32{2}}), map[uint64]float64{3: 150}, 8, 150},
 		{"peak, thread 2 only", Peak(c, Options{Thread: 2}), map[uint64]float64{2: 80}, 3, 180},
 		{"peak, stack filter", Peak(c, Options{KeepStack: func(s uint64) bool { return s != 1 }}), map[uint64]float64{2: 80}, 3, 180},
@@ -88,7 +88,7 @@ func TestTemporaryAndMinAge(t *testing.T) {
 		{"temporary 3ns", Temporary(c, Options{}, 3), map[uint64]float64{}},
 		{"temporary 4ns", Temporary(c, Options{}, 4), map[uint64]float64{1: 100, 2: 80}},
 		{"temporary default", Temporary(c, Options{}, 0), map[uint64]float64{1: 100, 2: 80}},
-		{"temporary stream 1", Temporary(c, Options{Stream: 1}, time.Second), map[uint64]float64{1: 100}},
+		{"temporary stream 1", Temporary(c, Options{Streams: []uint32{1}}, time.Second), map[uint64]float64{1: 100}},
 		{"leaks", Leaks(c, Options{}), map[uint64]float64{3: 150}},
 		{"leaks min-age 12ns", Leaks(c, Options{MinAge: 12}), map[uint64]float64{3: 150}},
 		{"leaks min-age 13ns", Leaks(c, Options{MinAge: 13}), map[uint64]float64{}},

@@ -45,7 +45,7 @@ func TestLayoutMatchesC(t *testing.T) {
 		"HL_MARK_PY_FINALIZING": MarkPyFinalizing, "HL_MARK_EXIT": MarkExit,
 		"HL_ALLOC_TRUNCATED": AllocTruncated, "HL_ALLOC_PYMEM": AllocPyMem, "HL_ALLOC_ORIGIN": AllocOrigin,
 		"HL_ALLOC_METHOD_SHIFT": AllocMethodShift,
-		"HL_ORIGIN_SELF": OriginSelf, "HL_ORIGIN_API": OriginAPI, "HL_ORIGIN_OPENMP": OriginOpenMP,
+		"HL_ORIGIN_SELF":        OriginSelf, "HL_ORIGIN_API": OriginAPI, "HL_ORIGIN_OPENMP": OriginOpenMP,
 		"HL_ORIGIN_ADAPTER": OriginAdapter, "HL_ORIGIN_FALLBACK": OriginFallback,
 		"HL_ORIGIN_UNATTRIBUTED": OriginUnattributed, "HL_PY_ACTIVATION_END": PyActivationEnd,
 		"HL_PY_NONE": PyNone, "HL_PY_ACTIVE": PyActive, "HL_PY_UNSUPPORTED": PyUnsupported, "HL_PY_OFF": PyOff,
