@@ -97,6 +97,30 @@ func checkSite(t *testing.T, what string, got float64, sizes map[uint64]int, rat
 	}
 }
 
+// arenaNode is the largest node of pymalloc's arena map (3.10+): when a
+// site's objects need an arena in a part of the address space pymalloc has
+// not used yet, it callocs a node (2 KiB or 128 KiB, with the build) that
+// lives as long as the program, at that site's line. Where the kernel puts
+// the arena decides it, so it comes and goes between runs; CI saw +2048 at
+// gen_site on 3.10 and +131072 on 3.11, at --rate 1.
+const arenaNode = 128 << 10
+
+// withoutArenaNode takes one arena-map node out of an exact (--rate 1)
+// estimate that exceeds the site's bytes by one; at other rates the
+// sampling tolerance covers it.
+func withoutArenaNode(got float64, sizes map[uint64]int, rate uint64) float64 {
+	want := exact(sizes)
+	if rate != 1 || got <= want {
+		return got
+	}
+	for _, node := range []float64{arenaNode, 2 << 10} {
+		if got-want >= node && got-want < node+4096 {
+			return got - node
+		}
+	}
+	return got
+}
+
 func exact(sizes map[uint64]int) float64 {
 	var b float64
 	for s, n := range sizes {
@@ -150,13 +174,34 @@ func TestPythonSites(t *testing.T) {
 	}
 }
 
+// dropped reads the run summary's count of dropped records.
+var dropped = regexp.MustCompile(`dropped: (\d+) allocation and (\d+) free records`)
+
 func testPythonSites(t *testing.T, env, command []string, script string, sites map[string]int, rate uint64, atLeast bool) {
 	dir := t.TempDir()
 	capPath := filepath.Join(dir, "py.hlc")
-	res := runEnv(t, 5*time.Minute, env, heaplensBin(t), append([]string{"run", "-o", capPath,
-		"--rate", fmt.Sprint(rate), "--seed", "3", "--ring-size", "256MiB", "--"}, command...)...)
-	if res.code != 0 || !strings.Contains(res.stdout, "pysites done") {
-		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", res.code, res.stdout, res.stderr)
+	var res result
+	// A ring full because the agent fell behind on a loaded machine drops
+	// records rather than slow the program (a dropped free leaves a block
+	// live): the exact checks below need a run that lost nothing, so a run
+	// that did is said loudly and made again, up to three times.
+	for try := 1; ; try++ {
+		res = runEnv(t, 5*time.Minute, env, heaplensBin(t), append([]string{"run", "-o", capPath,
+			"--rate", fmt.Sprint(rate), "--seed", "3", "--ring-size", "256MiB", "--"}, command...)...)
+		if res.code != 0 || !strings.Contains(res.stdout, "pysites done") {
+			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", res.code, res.stdout, res.stderr)
+		}
+		m := dropped.FindStringSubmatch(res.stderr)
+		if m == nil {
+			t.Fatalf("the run's summary does not count dropped records:\n%s", res.stderr)
+		}
+		if m[1] == "0" && m[2] == "0" {
+			break
+		}
+		if try == 3 {
+			t.Fatalf("every run dropped records (last: %s allocations, %s frees): the exact checks cannot be made", m[1], m[2])
+		}
+		t.Logf("!!! run %d dropped %s allocation and %s free records (ring full under load): running again", try, m[1], m[2])
 	}
 	// Bare, the churn loop leaves the count within a few blocks; a
 	// sampled object allocated or freed outside pymalloc's own
@@ -180,9 +225,7 @@ func testPythonSites(t *testing.T, env, command []string, script string, sites m
 		{"keep_medium", map[uint64]int{33 + 1000: 20000}, 0},
 		{"keep_large", map[uint64]int{4<<20 + 1: 8}, 8},
 		{"thread_site", map[uint64]int{33 + 500: 20000}, 0},
-		// The generator, seen at rate 1, and at times an interpreter block of
-		// ~2 KiB allocated while that line runs (seen once on 3.10 in CI).
-		{"gen_site", map[uint64]int{33 + 300: 20000}, 3},
+		{"gen_site", map[uint64]int{33 + 300: 20000}, 1}, // the generator, seen at rate 1
 		{"coro_site", map[uint64]int{33 + 400: 20000}, 16}, // the coroutine's suspensions, seen at rate 1
 		{"native_alloc", map[uint64]int{50000: 200}, 0},
 	} {
@@ -190,7 +233,7 @@ func testPythonSites(t *testing.T, env, command []string, script string, sites m
 		if atLeast {
 			got = min(got, exact(c.sizes))
 		}
-		checkSite(t, c.site+" retained", got, c.sizes, rate, c.extras, stacks)
+		checkSite(t, c.site+" retained", withoutArenaNode(got, c.sizes, rate), c.sizes, rate, c.extras, stacks)
 	}
 	if got, st := at(leaks, "churn"); got != 0 {
 		t.Errorf("churn frees everything but leaks shows %.0f bytes at its line: %v", got, st)
@@ -199,7 +242,8 @@ func testPythonSites(t *testing.T, env, command []string, script string, sites m
 	if atLeast {
 		got = min(got, exact(map[uint64]int{33 + 200: 200000}))
 	}
-	checkSite(t, "churn allocated", got, map[uint64]int{33 + 200: 200000}, rate, 0, st)
+	churnSizes := map[uint64]int{33 + 200: 200000}
+	checkSite(t, "churn allocated", withoutArenaNode(got, churnSizes, rate), churnSizes, rate, 0, st)
 
 	// Each site's own function is the innermost Python frame there.
 	for _, site := range []string{"keep_small", "keep_medium", "thread_site", "gen_site", "coro_site"} {
