@@ -225,7 +225,7 @@ func testPythonSites(t *testing.T, env, command []string, script string, sites m
 		{"keep_medium", map[uint64]int{33 + 1000: 20000}, 0},
 		{"keep_large", map[uint64]int{4<<20 + 1: 8}, 8},
 		{"thread_site", map[uint64]int{33 + 500: 20000}, 0},
-		{"gen_site", map[uint64]int{33 + 300: 20000}, 1}, // the generator, seen at rate 1
+		{"gen_site", map[uint64]int{33 + 300: 20000}, 1},   // the generator, seen at rate 1
 		{"coro_site", map[uint64]int{33 + 400: 20000}, 16}, // the coroutine's suspensions, seen at rate 1
 		{"native_alloc", map[uint64]int{50000: 200}, 0},
 	} {
