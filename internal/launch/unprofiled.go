@@ -65,8 +65,13 @@ func (u *unprofiled) scan(profiled map[int]string) (notes []string, execd []int)
 			u.rounds[im] = n
 			continue
 		}
+		why, loaded := whyUnprofiled(pid, u.lib)
+		if loaded && n < 10 { // the library is in: its ring may just be late on a loaded machine
+			u.rounds[im] = n
+			continue
+		}
 		u.rounds[im] = -1
-		notes = append(notes, fmt.Sprintf("pid %d (%s) ran unprofiled: %s", pid, exe, whyUnprofiled(pid, u.lib)))
+		notes = append(notes, fmt.Sprintf("pid %d (%s) ran unprofiled: %s", pid, exe, why))
 		if _, ok := profiled[pid]; ok {
 			execd = append(execd, pid)
 		}
@@ -150,29 +155,30 @@ func parentOf(pid int) (int, bool) {
 }
 
 // whyUnprofiled says why the library is not in process pid, as far as the
-// program file, the process's environment and its mappings tell.
-func whyUnprofiled(pid int, lib string) string {
+// program file, the process's environment and its mappings tell; loaded
+// when the library is mapped in it (it runs, without a ring).
+func whyUnprofiled(pid int, lib string) (why string, loaded bool) {
 	exe := fmt.Sprintf("/proc/%d/exe", pid)
 	if err := CheckDynamic(exe); errors.Is(err, ErrStatic) {
-		return "it is statically linked, and LD_PRELOAD cannot reach its allocator"
+		return "it is statically linked, and LD_PRELOAD cannot reach its allocator", false
 	}
 	if st, err := os.Stat(exe); err == nil && st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
-		return "it is a set-user-ID or set-group-ID program, for which the loader ignores LD_PRELOAD"
+		return "it is a set-user-ID or set-group-ID program, for which the loader ignores LD_PRELOAD", false
 	}
 	if _, err := unix.Getxattr(exe, "security.capability", nil); err == nil {
-		return "it has file capabilities, for which the loader ignores LD_PRELOAD"
+		return "it has file capabilities, for which the loader ignores LD_PRELOAD", false
 	}
 	if maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid)); err == nil && bytes.Contains(maps, []byte(lib)) {
 		if uid := processUID(pid); uid >= 0 && uid != os.Getuid() {
-			return fmt.Sprintf("it loaded the library but runs as uid %d, which cannot write heaplens's rings", uid)
+			return fmt.Sprintf("it loaded the library but runs as uid %d, which cannot write heaplens's rings", uid), true
 		}
-		return "it loaded the library but created no ring"
+		return "it loaded the library but created no ring", true
 	}
 	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 	if err == nil && !bytes.Contains(env, []byte(lib)) {
-		return "its environment does not pass on heaplens's LD_PRELOAD (cleared by env -i, sudo or the program)"
+		return "its environment does not pass on heaplens's LD_PRELOAD (cleared by env -i, sudo or the program)", false
 	}
-	return "the library did not load, for a reason heaplens cannot see"
+	return "the library did not load, for a reason heaplens cannot see", false
 }
 
 // processUID returns the real uid of pid, -1 if unknown.
