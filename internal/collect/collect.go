@@ -88,11 +88,6 @@ type module struct {
 // New returns a collector for the rings in dir, writing to w. self is the
 // path of the preloaded library.
 func New(dir, self string, w *capture.Writer) *Collector {
-	if symbolize.Debuginfod == nil {
-		if d := symbolize.DefaultCacheDir(); d != "" {
-			symbolize.Debuginfod = symbolize.NewDebuginfod(filepath.Join(d, "debuginfod"))
-		}
-	}
 	return &Collector{
 		dir: dir, self: self, w: w,
 		syms:     symbolize.NewCache(),

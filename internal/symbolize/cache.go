@@ -1,6 +1,9 @@
 package symbolize
 
-import "sync"
+import (
+	"path/filepath"
+	"sync"
+)
 
 // Cache opens each path once and hands out the same *File afterwards. It
 // remembers failures too, so a missing or non-ELF file (a deleted library,
@@ -17,6 +20,11 @@ type Cache struct {
 	// DefaultCacheDir(); set it before the first File call.
 	Dir string
 
+	// Debuginfod, when not nil, is asked for the debug files no debug root
+	// holds. NewCache sets it from DEBUGINFOD_URLS, keeping downloads in
+	// Dir; set it before the first File call.
+	Debuginfod *DebuginfodClient
+
 	mu    sync.Mutex
 	files map[string]cacheEntry
 }
@@ -28,7 +36,11 @@ type cacheEntry struct {
 
 // NewCache returns an empty cache that keeps lookups in DefaultCacheDir().
 func NewCache() *Cache {
-	return &Cache{files: make(map[string]cacheEntry), Dir: DefaultCacheDir()}
+	c := &Cache{files: make(map[string]cacheEntry), Dir: DefaultCacheDir()}
+	if c.Dir != "" {
+		c.Debuginfod = NewDebuginfod(filepath.Join(c.Dir, "debuginfod"))
+	}
+	return c
 }
 
 // File returns the opened file at path, opening it on first use. A failed
@@ -46,7 +58,7 @@ func (c *Cache) File(path string) (*File, error) {
 	if roots == nil {
 		roots = DebugRoots
 	}
-	f, err := OpenWith(path, roots)
+	f, err := openWith(path, roots, c.Debuginfod)
 	if f != nil {
 		f.disk = newDiskFile(c.Dir, f)
 	}

@@ -15,13 +15,10 @@ import (
 	"github.com/heaplens/heaplens/internal/privdir"
 )
 
-// Debuginfod, when not nil, fetches the debug files that no debug root
-// holds, by build ID, from debuginfod servers, as gdb, perf and valgrind
-// do; OpenWith asks it last. NewDebuginfod reads the same environment
-// variables as elfutils' client.
-var Debuginfod *DebuginfodClient
-
-// DebuginfodClient fetches debug files from debuginfod servers. Downloads
+// DebuginfodClient fetches the debug files that no debug root holds, by
+// build ID, from debuginfod servers, as gdb, perf and valgrind do; a Cache
+// asks it last (Cache.Debuginfod). NewDebuginfod reads the same
+// environment variables as elfutils' client. Downloads
 // are kept under Root in the build-ID layout of a debug root
 // (Root/.build-id/xx/rest.debug), so a later run finds them without
 // asking.

@@ -58,6 +58,12 @@ func Open(path string) (*File, error) {
 // OpenWith is Open with an explicit list of debug roots (nil or empty: no
 // separate debug files beyond those next to the file itself).
 func OpenWith(path string, debugRoots []string) (f *File, err error) {
+	return openWith(path, debugRoots, nil)
+}
+
+// openWith is OpenWith that asks dfd, if not nil, for a debug file no
+// root holds.
+func openWith(path string, debugRoots []string, dfd *DebuginfodClient) (f *File, err error) {
 	if path == "" || strings.HasPrefix(path, "[") {
 		// Pseudo mappings such as [vdso], [heap] or [stack] have no file.
 		return nil, fmt.Errorf("symbolize: open %s: %w", path, errors.New("not a file"))
@@ -88,8 +94,8 @@ func OpenWith(path string, debugRoots []string) (f *File, err error) {
 	} else {
 		// The original is still needed open to read .gnu_debuglink.
 		df, dosf := findDebugFile(path, ef, f.buildID, debugRoots)
-		if df == nil && Debuginfod != nil && f.buildID != "" {
-			if p := Debuginfod.fetch(f.buildID); p != "" {
+		if df == nil && dfd != nil && f.buildID != "" {
+			if p := dfd.fetch(f.buildID); p != "" {
 				if df, dosf = openDebugFile(p, path, f.buildID, nil); df == nil {
 					os.Remove(p) // not the debug file of this build ID
 				}
