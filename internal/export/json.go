@@ -204,7 +204,7 @@ func BuildDoc(c *capture.Capture, p *heap.Profile, opt DocOptions) *Doc {
 		s.Objects = append(s.Objects, int64(math.Round(smp.Objects)))
 		s.Count = append(s.Count, smp.Count)
 		s.Attribution = append(s.Attribution, Attribution(c, smp.StackID))
-		s.Func = append(s.Func, FuncName(smp.Func))
+		s.Func = append(s.Func, capture.FuncNames[smp.Func]) // "" for heap.FuncMixed
 	}
 	d.Frames = in.frames
 	if d.Frames == nil {

@@ -116,15 +116,11 @@ func writeTextHeader(w io.Writer, c *capture.Capture, p *heap.Profile) {
 // viaFunc says which hooked function a row's allocations went through:
 // "  by calloc", "" for plain malloc (most rows) and mixed rows.
 func viaFunc(f uint8) string {
-	if name := FuncName(f); name != "" && f != capture.FuncMalloc {
+	if name := capture.FuncNames[f]; name != "" && f != capture.FuncMalloc {
 		return "  by " + name
 	}
 	return ""
 }
-
-// FuncName names a hooked function (capture.FuncNames), "" when unknown or
-// mixed.
-func FuncName(f uint8) string { return capture.FuncNames[f] }
 
 // estimatesMean says once what an estimate and its ± are.
 const estimatesMean = "each sampled allocation of s bytes stands for 1/(1-(1-1/rate)^s) allocations; " +
