@@ -24,6 +24,8 @@ usage:
                   [--at D] [--lifetime D] [--min-age D]
   heaplens serve CAPTURE [--addr 127.0.0.1:0]
   heaplens run --live [--live-wait] ... -- COMMAND
+  heaplens diff BASE NEW [--view allocs,peak,leaks] [--format text|json|pprof]
+                [--fail-over SIZE] [-o OUT]
   heaplens dump CAPTURE
   heaplens version
 
@@ -48,6 +50,8 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return serveCmd(args[1:], stdout, stderr)
 	case "dump":
 		return dumpCmd(args[1:], stdout, stderr)
+	case "diff":
+		return diffCmd(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "heaplens", version)
 		return 0

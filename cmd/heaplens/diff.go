@@ -1,0 +1,158 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/heaplens/heaplens/internal/capture"
+	"github.com/heaplens/heaplens/internal/diff"
+	"github.com/heaplens/heaplens/internal/export"
+	"github.com/heaplens/heaplens/internal/heap"
+	"github.com/heaplens/heaplens/internal/size"
+)
+
+// diffViews are the views heaplens diff compares; live and timeline need a
+// moment, which two runs do not share.
+var diffViews = []string{"allocs", "peak", "leaks", "temporary"}
+
+// exitGrown is heaplens diff's status when --fail-over is exceeded, apart
+// from 1 (an error) and 2 (bad usage) so that CI can tell them apart.
+const exitGrown = 3
+
+func diffCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("heaplens diff", "heaplens diff BASE NEW [--view V[,V]] [--format text|json|pprof] [--fail-over SIZE] [-o OUT]", args, stdout, stderr)
+	views := fs.String("view", "allocs,peak,leaks", "views compared, comma-separated: "+strings.Join(diffViews, ", ")+"; pprof takes one (its inuse_* values; alloc_* come from allocs)")
+	format := fs.String("format", "text", "output: text, json, pprof (NEW minus BASE, as go tool pprof -diff_base computes it)")
+	out := fs.String("o", "", "write the comparison to this file instead of standard output")
+	var failOver uint64
+	failSet := false
+	fs.Func("fail-over", "exit with status 3 when a site grew by more than SIZE (e.g. 1MiB; 0: any growth) beyond its interval in any view compared", func(s string) error {
+		failSet = true
+		if s == "0" {
+			failOver = 0
+			return nil
+		}
+		var err error
+		failOver, err = size.ParseSize(s)
+		return err
+	})
+	top := fs.Int("top", 10, "sites listed per view and direction by the text format (-1: all)")
+	q := export.Query{}
+	fs.DurationVar(&q.Lifetime, "lifetime", heap.DefaultLifetime, "temporary: blocks freed within this long of their allocation")
+	fs.DurationVar(&q.MinAge, "min-age", 0, "leaks: only blocks at least this old when the process's records end")
+	fs.StringVar(&q.Focus, "focus", "", "only stacks with a frame matching this regexp")
+	fs.StringVar(&q.Hide, "hide", "", "leave frames matching this regexp out of stacks")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return exitCode(err)
+	}
+	if len(pos) != 2 {
+		fmt.Fprintln(stderr, "heaplens diff: name two capture files, BASE then NEW")
+		fs.Usage()
+		return 2
+	}
+	vs := strings.Split(*views, ",")
+	for _, v := range vs {
+		if !slices.Contains(diffViews, v) {
+			fmt.Fprintf(stderr, "heaplens diff: unknown view %q (%s)\n", v, strings.Join(diffViews, ", "))
+			return 2
+		}
+	}
+	switch *format {
+	case "text", "json":
+	case "pprof":
+		viewSet := false
+		fs.Visit(func(f *flag.Flag) { viewSet = viewSet || f.Name == "view" })
+		if !viewSet {
+			vs = []string{"leaks"}
+		}
+		if len(vs) != 1 {
+			fmt.Fprintln(stderr, "heaplens diff: --format pprof compares one --view (its inuse_* values)")
+			return 2
+		}
+	default:
+		fmt.Fprintf(stderr, "heaplens diff: unknown format %q (text, json, pprof)\n", *format)
+		return 2
+	}
+	for _, p := range pos {
+		if *out != "" && same(*out, p) {
+			fmt.Fprintf(stderr, "heaplens diff: -o %s would overwrite a capture being read\n", *out)
+			return 2
+		}
+	}
+	var caps [2]*capture.Capture
+	corrupt := false
+	for i, p := range pos {
+		c, bad, ok := loadCapture(p, "diff", stderr)
+		if !ok {
+			return 1
+		}
+		caps[i], corrupt = c, corrupt || bad
+	}
+	// results[v][side]
+	results := make([][2]*export.Result, len(vs))
+	for i, v := range vs {
+		for side, c := range caps {
+			qq := q
+			qq.View = v
+			if results[i][side], err = qq.Compute(c); err != nil {
+				fmt.Fprintf(stderr, "heaplens diff: %s: %v\n", pos[side], err)
+				return 2
+			}
+		}
+	}
+	var cmp []*diff.Result
+	for _, r := range results {
+		cmp = append(cmp, diff.Compare(r[0].Capture, r[0].Profile, r[1].Capture, r[1].Profile))
+	}
+	w := stdout
+	if *out != "" {
+		f, err := os.Create(*out)
+		if err != nil {
+			fmt.Fprintf(stderr, "heaplens diff: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		w = f
+	}
+	base, next := diff.RunOf(pos[0], caps[0]), diff.RunOf(pos[1], caps[1])
+	switch *format {
+	case "json":
+		err = diff.JSON(w, base, next, cmp)
+	case "pprof":
+		r := results[0]
+		err = diff.PProf(w, diff.Side{Capture: r[0].Capture, Alloc: r[0].Allocs, Inuse: r[0].Profile},
+			diff.Side{Capture: r[1].Capture, Alloc: r[1].Allocs, Inuse: r[1].Profile})
+	default:
+		err = diff.Text(w, base, next, cmp, diff.TextOptions{Top: *top})
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "heaplens diff: %v\n", err)
+		return 1
+	}
+	if failSet {
+		n := 0
+		for _, r := range cmp {
+			for _, s := range r.Grown(float64(failOver)) {
+				n++
+				leaf := "<no frames>"
+				if len(s.Frames) > 0 {
+					leaf = s.Frames[0]
+				}
+				fmt.Fprintf(stderr, "heaplens diff: %s: %s grew by %s ± %s, more than %s beyond its interval\n",
+					r.View, leaf, size.Human(s.Delta()), size.Human(s.Margin(r.Z)), size.FormatSize(failOver))
+			}
+		}
+		if n > 0 {
+			return exitGrown
+		}
+	}
+	if corrupt {
+		return 1
+	}
+	return 0
+}
