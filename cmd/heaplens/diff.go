@@ -4,14 +4,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/diff"
 	"github.com/heaplens/heaplens/internal/export"
-	"github.com/heaplens/heaplens/internal/heap"
 	"github.com/heaplens/heaplens/internal/size"
 )
 
@@ -41,11 +39,8 @@ func diffCmd(args []string, stdout, stderr io.Writer) int {
 		return err
 	})
 	top := fs.Int("top", 10, "sites listed per view and direction by the text format (-1: all)")
-	q := export.Query{}
-	fs.DurationVar(&q.Lifetime, "lifetime", heap.DefaultLifetime, "temporary: blocks freed within this long of their allocation")
-	fs.DurationVar(&q.MinAge, "min-age", 0, "leaks: only blocks at least this old when the process's records end")
-	fs.StringVar(&q.Focus, "focus", "", "only stacks with a frame matching this regexp")
-	fs.StringVar(&q.Hide, "hide", "", "leave frames matching this regexp out of stacks")
+	q := export.NewQuery("")
+	queryFlags(fs, &q, "lifetime", "min-age", "focus", "hide")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return exitCode(err)
@@ -109,15 +104,10 @@ func diffCmd(args []string, stdout, stderr io.Writer) int {
 	for _, r := range results {
 		cmp = append(cmp, diff.Compare(r[0].Capture, r[0].Profile, r[1].Capture, r[1].Profile))
 	}
-	w := stdout
-	if *out != "" {
-		f, err := os.Create(*out)
-		if err != nil {
-			fmt.Fprintf(stderr, "heaplens diff: %v\n", err)
-			return 1
-		}
-		defer f.Close()
-		w = f
+	w, done, err := output(*out, stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "heaplens diff: %v\n", err)
+		return 1
 	}
 	base, next := diff.RunOf(pos[0], caps[0]), diff.RunOf(pos[1], caps[1])
 	switch *format {
@@ -129,6 +119,9 @@ func diffCmd(args []string, stdout, stderr io.Writer) int {
 			diff.Side{Capture: r[1].Capture, Alloc: r[1].Allocs, Inuse: r[1].Profile})
 	default:
 		err = diff.Text(w, base, next, cmp, diff.TextOptions{Top: *top})
+	}
+	if err == nil {
+		err = done()
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "heaplens diff: %v\n", err)

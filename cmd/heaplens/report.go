@@ -6,17 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
-	"time"
 
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/export"
-	"github.com/heaplens/heaplens/internal/heap"
+	"github.com/heaplens/heaplens/internal/stack"
 	"github.com/heaplens/heaplens/internal/web"
 )
-
-// formats are the --format values of heaplens report.
-var formats = []string{"text", "folded", "pprof", "speedscope", "json", "html"}
 
 // parseInterspersed lets flags come after positional arguments, as in
 // `heaplens report CAPTURE --view leaks`.
@@ -34,29 +31,20 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// queryFlags registers the view and filter flags shared by report and serve.
-func queryFlags(fs *flag.FlagSet, q *export.Query) {
-	fs.StringVar(&q.View, "view", q.View, "view: "+strings.Join(export.Views, ", "))
-	q.At = export.AtEnd
-	fs.Func("at", "live: time into the run, e.g. 1.5s (default: the end, the last allocation or free)", func(s string) error {
-		d, err := time.ParseDuration(s)
-		if err == nil && d < 0 {
-			err = errors.New("must not be negative")
+// queryFlags registers the named Query parameters (all when none are
+// named) as flags, parsed by the Query itself as the web UI's URL
+// parameters are.
+func queryFlags(fs *flag.FlagSet, q *export.Query, names ...string) {
+	for _, p := range export.QueryParams {
+		if len(names) > 0 && !slices.Contains(names, p.Name) {
+			continue
 		}
-		q.At = d
-		return err
-	})
-	fs.DurationVar(&q.Lifetime, "lifetime", heap.DefaultLifetime, "temporary: blocks freed within this long of their allocation")
-	fs.DurationVar(&q.MinAge, "min-age", 0, "leaks: only blocks at least this old when the process's records end")
-	fs.IntVar(&q.PID, "pid", 0, "only this process (every image of the pid)")
-	var thread uint
-	fs.Func("thread", "only allocations made by this thread id", func(s string) error {
-		_, err := fmt.Sscan(s, &thread)
-		q.Thread = uint32(thread)
-		return err
-	})
-	fs.StringVar(&q.Focus, "focus", "", "only stacks with a frame matching this regexp")
-	fs.StringVar(&q.Hide, "hide", "", "leave frames matching this regexp out of stacks")
+		usage := p.Usage
+		if p.Name == "view" {
+			usage += " (default " + q.View + ")"
+		}
+		fs.Func(p.Name, usage, func(v string) error { return q.Set(p.Name, v) })
+	}
 }
 
 // loadCapture loads a capture, reporting damage on stderr. ok is false when
@@ -71,14 +59,15 @@ func loadCapture(path, cmd string, stderr io.Writer) (c *capture.Capture, corrup
 	if ce != nil {
 		fmt.Fprintf(stderr, "heaplens %s: %v; reporting what is valid before the damage\n", cmd, ce)
 	}
+	stack.Stitch(c)
 	return c, ce != nil, true
 }
 
 func reportCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("heaplens report", "heaplens report CAPTURE [--view V] [--format F] [-o OUT] [filters]", args, stdout, stderr)
-	q := export.Query{View: "leaks"}
+	q := export.NewQuery("leaks")
 	queryFlags(fs, &q)
-	format := fs.String("format", "text", "output: "+strings.Join(formats, ", "))
+	format := fs.String("format", "text", "output: "+export.FormatNames())
 	out := fs.String("o", "", "write the report to this file instead of standard output")
 	top := fs.Int("top", 20, "stacks shown by the text format")
 	pos, err := parseInterspersed(fs, args)
@@ -90,16 +79,13 @@ func reportCmd(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	if !contains(export.Views, q.View) {
-		fmt.Fprintf(stderr, "heaplens report: unknown view %q (%s)\n", q.View, strings.Join(export.Views, ", "))
+	f := export.LookupFormat(*format)
+	if f == nil {
+		fmt.Fprintf(stderr, "heaplens report: unknown format %q (%s)\n", *format, export.FormatNames())
 		return 2
 	}
-	if !contains(formats, *format) {
-		fmt.Fprintf(stderr, "heaplens report: unknown format %q (%s)\n", *format, strings.Join(formats, ", "))
-		return 2
-	}
-	if *format == "html" && *out == "" {
-		fmt.Fprintln(stderr, "heaplens report: --format html needs -o FILE.html")
+	if f.NeedsFile && *out == "" {
+		fmt.Fprintf(stderr, "heaplens report: --format %s needs -o FILE\n", f.Name)
 		return 2
 	}
 	if *out != "" && same(*out, pos[0]) {
@@ -110,73 +96,31 @@ func reportCmd(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return 1
 	}
-	q.ByThread = *format == "pprof"
+	q.ByThread = f.ByThread
 	res, err := q.Compute(c)
 	if err != nil {
 		fmt.Fprintf(stderr, "heaplens report: %v\n", err)
 		return 2
 	}
-	w := stdout
-	if *out != "" {
-		f, err := os.Create(*out)
-		if err != nil {
-			fmt.Fprintf(stderr, "heaplens report: %v\n", err)
-			return 1
-		}
-		defer f.Close()
-		w = f
+	w, done, err := output(*out, stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "heaplens report: %v\n", err)
+		return 1
 	}
-	cc, p := res.Capture, res.Profile
-	switch *format {
-	case "folded":
-		err = export.Folded(w, cc, p)
-	case "pprof":
-		inuse := p
-		if q.View == "allocs" { // Go's shape: in-use at the end beside allocated
-			opt := q
-			opt.View = "leaks"
-			var lr *export.Result
-			if lr, err = opt.Compute(c); err == nil {
-				inuse = lr.Profile
-				inuse.View = "allocs"
-			}
-		}
-		if err == nil {
-			err = export.PProf(w, cc, res.Allocs, inuse)
-		}
-	case "speedscope":
-		err = export.Speedscope(w, cc, p)
-	case "json":
-		err = export.JSON(w, cc, p, export.DocOptions{Timeline: res.Timeline, Filter: res.Filter})
-	case "html":
-		err = web.WriteHTML(w, res.Doc())
-	default:
-		if q.View == "timeline" {
-			err = export.TimelineText(w, cc, res.Timeline)
-		} else {
-			err = export.Text(w, cc, p, export.TextOptions{Top: *top})
-		}
+	if err = f.Write(w, res, export.WriteOptions{Top: *top}); err == nil {
+		err = done()
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "heaplens report: %v\n", err)
 		return 1
 	}
-	if *out != "" && *format == "html" {
-		fmt.Fprintf(stderr, "heaplens report: wrote %s (open it in a browser; it needs no network)\n", *out)
+	if f.NeedsFile {
+		fmt.Fprintf(stderr, "heaplens report: wrote %s: %s\n", *out, f.Usage)
 	}
 	if corrupt {
 		return 1
 	}
 	return 0
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // serveCmd serves the web UI of a capture until interrupted.
@@ -192,7 +136,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "heaplens serve: name one capture file")
 		return 2
 	}
-	if !contains(export.Views, *view) {
+	if !slices.Contains(export.Views, *view) {
 		fmt.Fprintf(stderr, "heaplens serve: unknown view %q (%s)\n", *view, strings.Join(export.Views, ", "))
 		return 2
 	}
@@ -212,6 +156,20 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// output returns where a command writes: the file path, created, or
+// stdout when path is empty; done closes the file and says whether all of
+// it was written.
+func output(path string, stdout io.Writer) (w io.Writer, done func() error, err error) {
+	if path == "" {
+		return stdout, func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, f.Close, nil
 }
 
 // same reports whether paths a and b name one existing file.

@@ -9,6 +9,7 @@ import (
 	"github.com/heaplens/heaplens/internal/export"
 	"github.com/heaplens/heaplens/internal/heap"
 	"github.com/heaplens/heaplens/internal/launch"
+	"github.com/heaplens/heaplens/internal/stack"
 )
 
 // printSummary prints the run's summary from its capture; command is what
@@ -25,6 +26,7 @@ func printSummary(w io.Writer, res *launch.Result, command []string) (err error)
 	if err != nil && !errors.As(err, &corrupt) {
 		return err
 	}
+	stack.Stitch(c)
 	if len(c.Meta.Command) == 0 {
 		c.Meta.Command = command
 	}

@@ -33,7 +33,9 @@ func full() []any {
 			{Function: "neg", File: "x.h", Line: -1},
 		}},
 		&Location{ID: 12, Address: 0xffff_ffff_ffff_ffff},
-		&Stack{ID: 1 << 40, Locations: []uint64{11, 12, 11}},
+		&Location{ID: 13, Kind: KindPython, Lines: []Line{{Function: "Cache.load", File: "", Line: 7}}},
+		&Location{ID: 14, Kind: KindPool, Method: MethodUnattributed, Lines: []Line{{Function: "<unattributed: libgomp worker>"}}},
+		&Stack{ID: 1 << 40, Locations: []uint64{11, 12, 11, 13, 14}},
 		&Stack{ID: 2},
 		&Alloc{Stream: 3, TID: 4243, TimeNano: 99_000_001_000, Addr: 0x5555_0000_0010, Size: 1 << 33, StackID: 1 << 40, Func: FuncPvalloc},
 		&Alloc{Stream: 0xffff_ffff, TID: 0, TimeNano: -1, Addr: 0, Size: 0, StackID: 0, Func: 255},
@@ -194,7 +196,7 @@ func TestLoad(t *testing.T) {
 	if len(c.Processes) != 1 || c.Processes[0].PID != 4242 {
 		t.Errorf("Processes = %+v", c.Processes)
 	}
-	if len(c.Mappings) != 1 || len(c.Locations) != 2 || len(c.Stacks) != 2 || len(c.Ends) != 2 {
+	if len(c.Mappings) != 1 || len(c.Locations) != 4 || len(c.Stacks) != 2 || len(c.Ends) != 2 {
 		t.Errorf("maps: %d mappings, %d locations, %d stacks, %d ends", len(c.Mappings), len(c.Locations), len(c.Stacks), len(c.Ends))
 	}
 	if len(c.RSS) != 1 || c.RSS[0].Bytes != 1<<33 {
@@ -214,6 +216,67 @@ func TestLoad(t *testing.T) {
 	}
 	if got := c.Check(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Check() = %q, want %q", got, want)
+	}
+	if !reflect.DeepEqual(c.Problems, want) {
+		t.Errorf("Problems = %q, want %q", c.Problems, want)
+	}
+	if l := c.Locations[13]; l.Kind != KindPython {
+		t.Errorf("Python location read back as %v", l.Kind)
+	}
+	if l := c.Locations[14]; l.Kind != KindPool || l.Method != MethodUnattributed {
+		t.Errorf("pool location read back as %v, method %d", l.Kind, l.Method)
+	}
+}
+
+// Reading makes placeholders of dangling references, once, so that every
+// report names them alike.
+func TestResolve(t *testing.T) {
+	c := NewCapture()
+	c.Processes = []*Process{{Stream: 1}}
+	c.Locations[1] = &Location{ID: 1, Address: 0x10}
+	c.Stacks[5] = &Stack{ID: 5, Locations: []uint64{1, 9}}
+	c.Allocs = []Alloc{{Stream: 1, StackID: 5}, {Stream: 1, StackID: 7}, {Stream: 1, StackID: 0}}
+	c.Origins = []Origin{{Stream: 1, Token: 3, StackID: 7}}
+	c.Resolve()
+	if l := c.Locations[9]; l == nil || l.Kind != KindMissing || l.Lines[0].Function != "<unknown location 9>" {
+		t.Errorf("location 9: %+v", l)
+	}
+	st := c.Stacks[7]
+	if st == nil || len(st.Locations) != 1 {
+		t.Fatalf("stack 7: %+v", st)
+	}
+	if l := c.Locations[st.Locations[0]]; l == nil || l.Kind != KindMissing || l.Lines[0].Function != "<unknown stack 7>" || l.ID <= 9 {
+		t.Errorf("stack 7's placeholder: %+v", l)
+	}
+	if c.Stacks[0] != nil {
+		t.Error("stack 0 (no stack) was made up")
+	}
+	if len(c.Problems) != 3 || len(c.Check()) != 0 {
+		t.Errorf("Problems %q; Check after Resolve %q", c.Problems, c.Check())
+	}
+}
+
+// A Location written before kinds were (no appended field) is Python when it
+// has no mapping and a .py or "<...>" file, as reports used to tell.
+func TestLegacyKind(t *testing.T) {
+	for _, tc := range []struct {
+		loc  Location
+		want Kind
+	}{
+		{Location{ID: 1, Lines: []Line{{Function: "f", File: "/a/b.py", Line: 3}}}, KindPython},
+		{Location{ID: 1, Lines: []Line{{Function: "<module>", File: "<string>"}}}, KindPython},
+		{Location{ID: 1, MappingID: 2, Lines: []Line{{Function: "f", File: "gen.py"}}}, KindNative},
+		{Location{ID: 1, Lines: []Line{{Function: "f", File: "a.c"}}}, KindNative},
+		{Location{ID: 1, Address: 0x10}, KindNative},
+	} {
+		var got Location
+		if err := decodeLocation(appendLocation(nil, &tc.loc), &got); err != nil || got.Kind != tc.want {
+			t.Errorf("%+v: kind %v (%v), want %v", tc.loc, got.Kind, err, tc.want)
+		}
+	}
+	bad := append(appendLocation(nil, &Location{ID: 1}), byte(numKinds), 0)
+	if err := decodeLocation(bad, &Location{}); err == nil {
+		t.Error("an unknown kind was accepted")
 	}
 }
 
@@ -606,8 +669,9 @@ func TestDump(t *testing.T) {
 		"heaplens capture, format version 1\n",
 		`Meta     version=1 heaplens="0.1.0-dev" rate=524288`,
 		`Process  stream=3 pid=4242 ppid=1`,
-		`Location id=11 mapping=7 address=0x7f0000001234 lines=["inlined_helper" "/src/a.c":10; "outer" "":0; "neg" "x.h":-1]`,
-		"Stack    id=1099511627776 locations=[11 12 11]",
+		`Location id=11 kind=native mapping=7 address=0x7f0000001234 lines=["inlined_helper" "/src/a.c":10; "outer" "":0; "neg" "x.h":-1]`,
+		`Location id=13 kind=python mapping=0 address=0x0 lines=["Cache.load" "":7]`,
+		"Stack    id=1099511627776 locations=[11 12 11 13 14]",
 		"Alloc    stream=3 tid=4243 t=99000001000 addr=0x555500000010 size=8589934592 stack=1099511627776 func=pvalloc",
 		"func=PyMem_Malloc origin=0x77 method=openmp",
 		"Free     stream=3 tid=4243",

@@ -64,7 +64,7 @@ func dumpBody(rec *Record) string {
 		for i, ln := range l.Lines {
 			lines[i] = fmt.Sprintf("%s %s:%d", q(ln.Function), q(ln.File), ln.Line)
 		}
-		return fmt.Sprintf("id=%d mapping=%d address=%#x lines=[%s]", l.ID, l.MappingID, l.Address, strings.Join(lines, "; "))
+		return fmt.Sprintf("id=%d kind=%s mapping=%d address=%#x lines=[%s]", l.ID, l.Kind, l.MappingID, l.Address, strings.Join(lines, "; "))
 	case RecStack:
 		ids := make([]string, len(rec.Stack.Locations))
 		for i, id := range rec.Stack.Locations {

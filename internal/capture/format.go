@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 )
 
 // The file format is defined in docs/capture-format.md; this file is its
@@ -140,7 +141,11 @@ func appendLocation(b []byte, l *Location) []byte {
 		b = appendString(b, ln.File)
 		b = binary.AppendVarint(b, int64(ln.Line))
 	}
-	return b
+	if l.Kind == KindNative {
+		return b // the common case stays short
+	}
+	b = binary.AppendUvarint(b, uint64(l.Kind))
+	return binary.AppendUvarint(b, uint64(l.Method))
 }
 
 func appendStack(b []byte, s *Stack) []byte {
@@ -399,7 +404,32 @@ func decodeLocation(b []byte, l *Location) error {
 			ln.Line = d.int()
 		}
 	}
+	l.Kind, l.Method = KindNative, 0
+	if len(d.b) == 0 {
+		l.Kind = legacyKind(l)
+		return d.err
+	}
+	l.Kind = Kind(d.u8())
+	l.Method = d.u8()
+	if d.err == nil && l.Kind >= numKinds {
+		return fmt.Errorf("unknown location kind %d", l.Kind)
+	}
 	return d.err
+}
+
+// legacyKind is the kind of a location written before kinds were (the
+// appended field is absent): a Python frame was told by having no mapping
+// and a first line whose file is a .py file or a "<...>" pseudo-file such
+// as "<string>". Pool frames were never written.
+func legacyKind(l *Location) Kind {
+	if l.MappingID != 0 || len(l.Lines) == 0 {
+		return KindNative
+	}
+	f := l.Lines[0].File
+	if strings.HasSuffix(f, ".py") || strings.HasPrefix(f, "<") && strings.HasSuffix(f, ">") {
+		return KindPython
+	}
+	return KindNative
 }
 
 func decodeStack(b []byte, s *Stack) error {

@@ -23,7 +23,7 @@ type Capture struct {
 	Frees     []Free          // file order
 	Ends      map[uint32]*End // by stream
 	RSS       []RSS           // file order
-	Origins   []Origin        // file order; already stitched into Allocs' stacks (see stitch.go)
+	Origins   []Origin        // file order; stitched into Allocs' stacks by stack.Stitch
 	Notes     []*Note         // file order
 
 	// FreeOrder keeps the file order between Allocs and Frees, which the
@@ -32,7 +32,9 @@ type Capture struct {
 	// break timestamp ties. It may be nil in captures built by hand.
 	FreeOrder []int
 
-	stitched bool // Stitch ran
+	// Stitched is set by stack.Stitch, which gives pool work the stacks of
+	// its origins once per capture.
+	Stitched bool
 
 	// byStream indexes Processes for Process, built by readAll; read-only
 	// after that, as the web UI computes views of one Capture concurrently.
@@ -47,6 +49,8 @@ type Capture struct {
 	// Duplicates counts records ignored because an earlier record had the
 	// same ID (Meta: any second Meta; Process and End: same Stream).
 	Duplicates int
+	// Problems are the dangling references Resolve found (see Check).
+	Problems []string
 }
 
 // NewCapture returns an empty Capture with its maps allocated.
@@ -81,12 +85,12 @@ func Load(path string) (*Capture, error) {
 }
 
 // ReadAll reads a capture stream to its end, like Load. The returned
-// Capture is non-nil whenever the header was valid or truncated. Pool work
-// is already stitched to its origins (see Stitch).
+// Capture is non-nil whenever the header was valid or truncated, and holds
+// every Location and Stack its records refer to (see Resolve).
 func ReadAll(r io.Reader) (*Capture, error) {
 	c, err := readAll(r)
 	if c != nil {
-		c.Stitch()
+		c.Resolve()
 	}
 	return c, err
 }
@@ -192,6 +196,56 @@ func (c *Capture) Process(stream uint32) *Process {
 	return nil
 }
 
+// Resolve makes a capture whole for reports, once, when it is read: every
+// location a stack names and every stack an allocation or origin names
+// exists afterwards. Those a damaged capture lacks become KindMissing
+// placeholders, "<unknown location N>" and "<unknown stack N>", so that no
+// report meets a dangling reference and all name them alike. What was
+// wrong is kept in Problems (see Check).
+func (c *Capture) Resolve() {
+	c.Problems = c.Check()
+	if len(c.Problems) == 0 {
+		return
+	}
+	for _, sid := range slices.Sorted(maps.Keys(c.Stacks)) {
+		for _, id := range c.Stacks[sid].Locations {
+			if c.Locations[id] == nil {
+				c.Locations[id] = missing(id, fmt.Sprintf("<unknown location %d>", id))
+			}
+		}
+	}
+	var next uint64 // the next free ID for a placeholder stack's location
+	stack := func(id uint64) {
+		if id == 0 || c.Stacks[id] != nil {
+			return
+		}
+		if next == 0 {
+			next = 1 + max(maxKey(c.Locations), maxKey(c.Stacks), maxKey(c.Mappings))
+		}
+		c.Locations[next] = missing(next, fmt.Sprintf("<unknown stack %d>", id))
+		c.Stacks[id] = &Stack{ID: id, Locations: []uint64{next}}
+		next++
+	}
+	for i := range c.Allocs {
+		stack(c.Allocs[i].StackID)
+	}
+	for i := range c.Origins {
+		stack(c.Origins[i].StackID)
+	}
+}
+
+func missing(id uint64, label string) *Location {
+	return &Location{ID: id, Kind: KindMissing, Lines: []Line{{Function: label}}}
+}
+
+func maxKey[V any](m map[uint64]V) uint64 {
+	var top uint64
+	for k := range m {
+		top = max(top, k)
+	}
+	return top
+}
+
 // Check lists dangling references: records that name a stream, mapping,
 // location or stack the capture does not contain. The agent never writes
 // them, but a damaged or truncated capture can hold them; reports then show
@@ -242,6 +296,11 @@ func (c *Capture) Check() []string {
 		}
 		if !streams[a.Stream] {
 			note("allocs name an unknown stream", fmt.Sprintf("alloc %d, stream %d", i, a.Stream))
+		}
+	}
+	for i := range c.Origins {
+		if o := &c.Origins[i]; o.StackID != 0 && c.Stacks[o.StackID] == nil {
+			note("origins name an unknown stack", fmt.Sprintf("origin %d, stack %d", i, o.StackID))
 		}
 	}
 	for i := range c.Frees {

@@ -4,6 +4,8 @@
 // docs/capture-format.md.
 package capture
 
+import "fmt"
+
 // Meta describes the whole run. It is the first record of a capture.
 type Meta struct {
 	FormatVersion   uint32
@@ -58,15 +60,47 @@ type Location struct {
 	MappingID uint64 // 0 when no mapping covers Address
 	Address   uint64 // runtime pc (a return address minus one for caller frames)
 	Lines     []Line
+	Kind      Kind
+	// Method is, for a KindPool location, how the pool's work was tied to
+	// its origin (Method*).
+	Method uint8
+}
+
+// Kind says what a Location stands for.
+type Kind uint8
+
+const (
+	// KindNative is a program counter in a process (Address, MappingID).
+	KindNative Kind = iota
+	// KindPython is a position in Python code: Lines[0] holds the code
+	// object's qualified name, co_filename and the line; no mapping.
+	KindPython
+	// KindPool is made up when reading: the hand-off from a thread pool's
+	// worker to the thread it worked for ("[pool: libgomp (openmp)]"), or to
+	// no one ("<unattributed: libgomp worker>"). Method says how.
+	KindPool
+	// KindMissing is made up when reading, for what is not there: a stack
+	// its thread never recorded, a location or stack a damaged capture
+	// refers to but does not hold.
+	KindMissing
+
+	numKinds
+)
+
+// KindNames name the kinds in JSON and dumps.
+var KindNames = [numKinds]string{KindNative: "native", KindPython: "python", KindPool: "pool", KindMissing: "unknown"}
+
+func (k Kind) String() string {
+	if k < numKinds {
+		return KindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
 // Stack is a call stack, leaf first, as location IDs.
 type Stack struct {
 	ID        uint64 // unique within the capture, never 0
 	Locations []uint64
-	// Method is set on the stacks the reader stitches for pool work (see
-	// Origin): how the work's origin was decided. Never stored.
-	Method uint8
 }
 
 // Alloc is one sampled allocation. Its estimated weight is derived from Size

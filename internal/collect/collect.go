@@ -16,6 +16,7 @@ import (
 
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/ring"
+	"github.com/heaplens/heaplens/internal/stack"
 	"github.com/heaplens/heaplens/internal/symbolize"
 )
 
@@ -298,7 +299,7 @@ func (c *Collector) announce(s *stream) error {
 	version, note := pythonInfo(p)
 	if p.Status == ring.PyActive {
 		s.py = &pyStream{eval: p.EvalAddr,
-			codes: map[codeKey]*pyCode{}, locs: map[pyLocKey]uint64{}, native: map[uint64]frameClass{}}
+			codes: map[codeKey]*pyCode{}, locs: map[pyLocKey]uint64{}, native: map[uint64]stack.Class{}}
 	}
 	if err := c.w.Process(&capture.Process{
 		Stream: s.id, PID: h.PID, PPID: h.PPID,

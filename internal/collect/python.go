@@ -7,15 +7,16 @@ import (
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/pyframe"
 	"github.com/heaplens/heaplens/internal/ring"
+	"github.com/heaplens/heaplens/internal/stack"
 )
 
 // pyStream is what a stream knows about its Python interpreter.
 type pyStream struct {
-	eval   uint64                // _PyEval_EvalFrameDefault; its module is the interpreter
-	interp *module               // found once the modules are known
-	codes  map[codeKey]*pyCode   // CODE records received
-	locs   map[pyLocKey]uint64   // Python frame -> Location ID
-	native map[uint64]frameClass // native Location ID -> what it is
+	eval   uint64                 // _PyEval_EvalFrameDefault; its module is the interpreter
+	interp *module                // found once the modules are known
+	codes  map[codeKey]*pyCode    // CODE records received
+	locs   map[pyLocKey]uint64    // Python frame -> Location ID
+	native map[uint64]stack.Class // native Location ID -> what it is
 }
 
 type codeKey struct {
@@ -32,13 +33,6 @@ type pyLocKey struct {
 	code codeKey
 	line int
 }
-
-type frameClass uint8
-
-const (
-	frameEval   frameClass = 1 << iota // a _PyEval_EvalFrameDefault activation
-	frameInterp                        // inside the interpreter's own module
-)
 
 // python describes the stream's interpreter for its Process record.
 func pythonInfo(p ring.Python) (version, note string) {
@@ -89,15 +83,15 @@ func (c *Collector) classify(s *stream, m *module, loc *capture.Location) {
 	if s.py == nil {
 		return
 	}
-	var cl frameClass
+	var cl stack.Class
 	if n := len(loc.Lines); n > 0 {
 		fn := loc.Lines[n-1].Function // the function the pc physically sits in
 		if fn == "_PyEval_EvalFrameDefault" || strings.HasPrefix(fn, "_PyEval_EvalFrameDefault.") {
-			cl |= frameEval
+			cl |= stack.Eval
 		}
 	}
 	if m != nil && m == s.pyInterp() {
-		cl |= frameInterp
+		cl |= stack.Interp
 	}
 	if cl != 0 {
 		s.py.native[loc.ID] = cl
@@ -128,21 +122,13 @@ func (c *Collector) pyLocation(s *stream, f ring.PyFrame) (uint64, error) {
 		ln.Function, ln.File = code.name, code.file
 	}
 	c.nextID++
-	loc := &capture.Location{ID: c.nextID, Lines: []capture.Line{ln}}
+	loc := &capture.Location{ID: c.nextID, Kind: capture.KindPython, Lines: []capture.Line{ln}}
 	s.py.locs[lk] = loc.ID
 	return loc.ID, c.w.Location(loc)
 }
 
-// mergePython puts each activation's Python frames where its eval frame sits
-// in the native stack (both lists innermost first), following the markers
-// the library read, never guessing from counts alone:
-//   - as many eval frames as activations: pair them in order;
-//   - more eval frames: pair from the outermost (the innermost eval frame
-//     has not pushed its Python frame yet, or is mid-call);
-//   - fewer: pair from the innermost and put the rest at the bottom.
-//
-// The interpreter's own native frames are left out when Python frames
-// exist, unless the collector keeps them.
+// mergePython interleaves a sample's Python frames with its native ones
+// (stack.MergePython), writing the Locations of Python frames seen first.
 func (c *Collector) mergePython(s *stream, native []uint64, py []ring.PyFrame) ([]uint64, error) {
 	var acts [][]uint64
 	var cur []uint64
@@ -160,37 +146,6 @@ func (c *Collector) mergePython(s *stream, native []uint64, py []ring.PyFrame) (
 	if len(cur) > 0 {
 		acts = append(acts, cur)
 	}
-	var evals []int
-	for i, id := range native {
-		if s.py.native[id]&frameEval != 0 {
-			evals = append(evals, i)
-		}
-	}
-	pair := map[int]int{} // native index -> activation
-	k, b := len(acts), len(evals)
-	switch {
-	case b >= k:
-		for j := 0; j < k; j++ {
-			pair[evals[b-1-j]] = k - 1 - j
-		}
-	default:
-		for j := 0; j < b; j++ {
-			pair[evals[j]] = j
-		}
-	}
-	out := make([]uint64, 0, len(native)+len(py))
-	for i, id := range native {
-		if a, ok := pair[i]; ok {
-			out = append(out, acts[a]...)
-			continue
-		}
-		if s.py.native[id]&frameInterp != 0 && !c.NativePythonInternals && k > 0 {
-			continue
-		}
-		out = append(out, id)
-	}
-	for j := b; j < k; j++ { // activations with no eval frame found: at the bottom
-		out = append(out, acts[j]...)
-	}
-	return out, nil
+	class := func(id uint64) stack.Class { return s.py.native[id] }
+	return stack.MergePython(native, class, acts, c.NativePythonInternals), nil
 }

@@ -134,40 +134,38 @@ func Compare(bc *capture.Capture, base *heap.Profile, nc *capture.Capture, next 
 		return s
 	}
 	// One site can gather several stacks (the same functions at different
-	// lines); each side's bytes per stack pick the labels shown.
+	// lines); the labels shown are those of its largest stack in NEW, or in
+	// BASE when NEW has none.
 	type sk struct {
 		site  *Site
 		stack uint64
 	}
-	perStack := map[sk]float64{}
-	keys := map[uint64]string{}
-	for i := range base.Samples {
-		smp := &base.Samples[i]
-		s := site(bc, smp.StackID, keys)
-		s.Base.add(smp)
-		r.Base.add(smp)
-		perStack[sk{s, smp.StackID}] += smp.Bytes
-	}
-	for k, b := range perStack {
-		if k.site.Frames == nil || k.site.better(b, k.stack) {
-			k.site.Frames, k.site.best, k.site.bestStack = export.StackFrames(bc, k.stack), b, k.stack
+	add := func(c *capture.Capture, p *heap.Profile, newSide bool) {
+		total := &r.Base
+		if newSide {
+			total = &r.New
+		}
+		perStack := map[sk]float64{}
+		keys := map[uint64]string{}
+		for i := range p.Samples {
+			smp := &p.Samples[i]
+			s := site(c, smp.StackID, keys)
+			if newSide {
+				s.New.add(smp)
+			} else {
+				s.Base.add(smp)
+			}
+			total.add(smp)
+			perStack[sk{s, smp.StackID}] += smp.Bytes
+		}
+		for k, b := range perStack {
+			if s := k.site; s.Frames == nil || newSide != s.bestNew || s.better(b, k.stack) {
+				s.Frames, s.best, s.bestStack, s.bestNew = export.StackFrames(c, k.stack), b, k.stack, newSide
+			}
 		}
 	}
-	clear(perStack)
-	keys = map[uint64]string{}
-	for i := range next.Samples {
-		smp := &next.Samples[i]
-		s := site(nc, smp.StackID, keys)
-		s.New.add(smp)
-		r.New.add(smp)
-		perStack[sk{s, smp.StackID}] += smp.Bytes
-	}
-	for k, b := range perStack {
-		if !k.site.bestNew || k.site.better(b, k.stack) {
-			k.site.Frames, k.site.best, k.site.bestStack = export.StackFrames(nc, k.stack), b, k.stack
-			k.site.bestNew = true
-		}
-	}
+	add(bc, base, false)
+	add(nc, next, true)
 	for _, s := range sites {
 		r.Sites = append(r.Sites, s)
 	}

@@ -22,18 +22,19 @@ import (
 //
 // Only base names are shown for native frames: full paths make stacks
 // unreadable and differ between build machines; pprof output keeps full
-// paths. Python frames (see IsPython) keep their co_filename as recorded,
+// paths. Python frames keep their co_filename as recorded,
 // "qualname (path/to/file.py:LINE)": module paths are what tell two
-// __init__.py apart.
+// __init__.py apart. Frames made up when reading (capture.KindPool,
+// KindMissing) are their bare name: "[pool: libgomp (openmp)]".
 func FrameLabel(loc *capture.Location, line *capture.Line, m *capture.Mapping) string {
-	if line != nil && IsPython(loc) {
+	switch {
+	case line != nil && loc.Kind == capture.KindPython:
 		if line.Line > 0 {
 			return fmt.Sprintf("%s (%s:%d)", line.Function, line.File, line.Line)
 		}
 		return fmt.Sprintf("%s (%s)", line.Function, line.File)
-	}
-	if line != nil && loc.Address == 0 && loc.MappingID == 0 && line.File == "" {
-		return line.Function // a frame the reader made up: "[pool: libgomp (openmp)]"
+	case line != nil && (loc.Kind == capture.KindPool || loc.Kind == capture.KindMissing):
+		return line.Function
 	}
 	module := "?"
 	if m != nil && m.File != "" {
@@ -52,37 +53,20 @@ func FrameLabel(loc *capture.Location, line *capture.Line, m *capture.Mapping) s
 	return fmt.Sprintf("%s (%s)", fn, module)
 }
 
-// IsPython reports whether a location is a Python frame: no mapping, and a
-// first line whose file is a .py file or a "<...>" pseudo-file such as
-// "<string>" or "<frozen importlib._bootstrap>".
-func IsPython(loc *capture.Location) bool {
-	if loc == nil || loc.MappingID != 0 || len(loc.Lines) == 0 {
-		return false
-	}
-	f := loc.Lines[0].File
-	return strings.HasSuffix(f, ".py") || (strings.HasPrefix(f, "<") && strings.HasSuffix(f, ">"))
-}
-
 // StackFrames returns the frame labels of a stack, leaf first, with each
 // location's inlined functions expanded (innermost first). Consecutive
 // frames of one module without symbols (a stripped library) are one label,
-// "0x7f12ab and 3 more frames (libfoo.so)". References the capture cannot
-// resolve become placeholders rather than errors, so damaged captures still
-// produce reports.
+// "0x7f12ab and 3 more frames (libfoo.so)". A loaded capture has no
+// dangling references (capture.Resolve made placeholders of them).
 func StackFrames(c *capture.Capture, stackID uint64) []string {
-	if stackID == 0 {
-		return []string{"<no stack>"}
-	}
 	st := c.Stacks[stackID]
-	if st == nil {
-		return []string{fmt.Sprintf("<unknown stack %d>", stackID)}
+	if st == nil { // 0: the allocation has no stack
+		return []string{"<no stack>"}
 	}
 	frames := make([]string, 0, len(st.Locations))
 	for i := 0; i < len(st.Locations); i++ {
-		id := st.Locations[i]
-		loc := c.Locations[id]
+		loc := c.Locations[st.Locations[i]]
 		if loc == nil {
-			frames = append(frames, fmt.Sprintf("<unknown location %d>", id))
 			continue
 		}
 		m := c.Mappings[loc.MappingID] // nil for MappingID 0 or dangling

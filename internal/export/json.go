@@ -258,10 +258,6 @@ func (in *interner) frame(f DocFrame) int {
 	return i
 }
 
-func (in *interner) placeholder(label string) int {
-	return in.frame(DocFrame{Label: label, Name: label, Kind: "unknown"})
-}
-
 func (in *interner) location(id uint64) []int {
 	if fs, ok := in.locs[id]; ok {
 		return fs
@@ -269,26 +265,20 @@ func (in *interner) location(id uint64) []int {
 	var fs []int
 	loc := in.c.Locations[id]
 	switch {
-	case loc == nil:
-		fs = []int{in.placeholder(fmt.Sprintf("<unknown location %d>", id))}
+	case loc == nil: // none in a loaded capture (capture.Resolve)
 	case len(loc.Lines) == 0:
 		m := in.c.Mappings[loc.MappingID]
-		f := DocFrame{Label: FrameLabel(loc, nil, m), Name: fmt.Sprintf("0x%x", loc.Address), Kind: "native"}
+		f := DocFrame{Label: FrameLabel(loc, nil, m), Name: fmt.Sprintf("0x%x", loc.Address), Kind: loc.Kind.String()}
 		if m != nil {
 			f.Module = m.File
 		}
 		fs = []int{in.frame(f)}
 	default:
 		m := in.c.Mappings[loc.MappingID]
-		py := IsPython(loc)
 		for i := range loc.Lines {
 			ln := &loc.Lines[i]
-			f := DocFrame{Label: FrameLabel(loc, ln, m), Name: ln.Function, File: ln.File, Line: ln.Line, Kind: "native"}
-			if py {
-				f.Kind = "python"
-			} else if m == nil && loc.Address == 0 && isPoolFrame(ln.Function) {
-				f.Kind = "pool"
-			} else if m != nil {
+			f := DocFrame{Label: FrameLabel(loc, ln, m), Name: ln.Function, File: ln.File, Line: ln.Line, Kind: loc.Kind.String()}
+			if m != nil && loc.Kind == capture.KindNative {
 				f.Module = m.File
 			}
 			if f.Name == "" {
@@ -302,12 +292,9 @@ func (in *interner) location(id uint64) []int {
 }
 
 func (in *interner) stack(id uint64) []int {
-	if id == 0 {
-		return []int{in.placeholder("<no stack>")}
-	}
 	st := in.c.Stacks[id]
-	if st == nil {
-		return []int{in.placeholder(fmt.Sprintf("<unknown stack %d>", id))}
+	if st == nil { // 0: the allocation has no stack
+		return []int{in.frame(DocFrame{Label: "<no stack>", Name: "<no stack>", Kind: capture.KindMissing.String()})}
 	}
 	out := []int{}
 	for _, l := range st.Locations {

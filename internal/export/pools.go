@@ -7,6 +7,7 @@ import (
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/heap"
 	"github.com/heaplens/heaplens/internal/size"
+	"github.com/heaplens/heaplens/internal/stack"
 )
 
 // Attribution names how the bytes of a stack were charged to the code that
@@ -14,18 +15,15 @@ import (
 // that tied a pool worker's allocation to its origin (see
 // docs/pool-attribution.md).
 func Attribution(c *capture.Capture, stackID uint64) string {
-	if st := c.Stacks[stackID]; st != nil {
-		return capture.MethodNames[st.Method]
-	}
-	return capture.MethodNames[capture.MethodSelf]
+	return capture.MethodNames[stack.Method(c, stackID)]
 }
 
 // poolNote sums the view's bytes made on pool workers by method, or "".
 func poolNote(c *capture.Capture, p *heap.Profile) string {
 	by := map[uint8]float64{}
 	for _, s := range p.Samples {
-		if st := c.Stacks[s.StackID]; st != nil && st.Method != capture.MethodSelf {
-			by[st.Method] += s.Bytes
+		if m := stack.Method(c, s.StackID); m != capture.MethodSelf {
+			by[m] += s.Bytes
 		}
 	}
 	if len(by) == 0 {
@@ -46,9 +44,4 @@ var methodPhrase = map[uint8]string{
 	capture.MethodAdapter:      "via a library adapter",
 	capture.MethodFallback:     "guessed: the one Python thread waiting (fallback)",
 	capture.MethodUnattributed: "unattributed (several or no Python threads waiting)",
-}
-
-// isPoolFrame tells the frames the reader made up for pool work.
-func isPoolFrame(name string) bool {
-	return strings.HasPrefix(name, "[pool: ") || strings.HasPrefix(name, "<unattributed: ")
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/heap"
+	"github.com/heaplens/heaplens/internal/stack"
 )
 
 // poolCapture: main's stack asked for work that a libgomp worker did; the
@@ -22,7 +23,7 @@ func poolCapture() *capture.Capture {
 	c.Allocs = append(c.Allocs, capture.Alloc{Stream: 1, TID: 9, TimeNano: 4, Addr: 0x50, Size: 5000, StackID: 4,
 		Origin: 100<<32 | 1, Method: capture.MethodOpenMP})
 	c.Origins = []capture.Origin{{Stream: 1, Token: 100<<32 | 1, TID: 100, StackID: 1}}
-	c.Stitch()
+	stack.Stitch(c)
 	return c
 }
 

@@ -202,11 +202,11 @@ func (b *pprofBuilder) location(id uint64) *profile.Location {
 		return l
 	}
 	cl := b.c.Locations[id]
-	if cl == nil {
-		return b.placeholder(fmt.Sprintf("<unknown location %d>", id))
+	if cl == nil { // none in a loaded capture (capture.Resolve)
+		return nil
 	}
 	l := &profile.Location{ID: uint64(len(b.p.Location) + 1)}
-	if IsPython(cl) {
+	if cl.Kind != capture.KindNative { // Python code, or a frame made up when reading
 		for _, ln := range cl.Lines {
 			l.Line = append(l.Line, profile.Line{Function: b.function(ln.Function, ln.File), Line: int64(ln.Line)})
 		}
@@ -227,16 +227,15 @@ func (b *pprofBuilder) location(id uint64) *profile.Location {
 }
 
 func (b *pprofBuilder) stack(stream uint32, id uint64) []*profile.Location {
-	if id == 0 {
+	st := b.c.Stacks[id]
+	if st == nil { // 0: the allocation has no stack
 		return []*profile.Location{b.placeholder("<no stack>")}
 	}
-	st := b.c.Stacks[id]
-	if st == nil {
-		return []*profile.Location{b.placeholder(fmt.Sprintf("<unknown stack %d>", id))}
-	}
 	out := make([]*profile.Location, 0, len(st.Locations))
-	for _, l := range st.Locations {
-		out = append(out, b.location(l))
+	for _, id := range st.Locations {
+		if l := b.location(id); l != nil {
+			out = append(out, l)
+		}
 	}
 	if len(out) == 0 {
 		out = append(out, b.placeholder("<no frames>"))

@@ -38,12 +38,15 @@ type Result struct {
 	Allocs   *heap.Profile    // the allocs view with the same filters (pprof alloc_*)
 	Timeline *heap.Timeline
 	Filter   map[string]string // the filters given, for headers
+
+	query  Query            // what was computed
+	source *capture.Capture // from what, before hiding frames
 }
 
 // Compute runs q on c. It fails on an unknown view, a bad regexp, or a pid
 // the capture does not hold.
 func (q Query) Compute(c *capture.Capture) (*Result, error) {
-	r := &Result{Capture: c, Filter: map[string]string{}}
+	r := &Result{Capture: c, Filter: map[string]string{}, query: q, source: c}
 	opt := heap.Options{ByThread: q.ByThread, MinAge: q.MinAge, Thread: q.Thread}
 	if q.Hide != "" {
 		re, err := regexp.Compile(q.Hide)

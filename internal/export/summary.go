@@ -186,7 +186,7 @@ func UserFrame(c *capture.Capture, stackID uint64) (user, leaf string) {
 			continue
 		}
 		m := c.Mappings[loc.MappingID]
-		if IsPython(loc) {
+		if loc.Kind == capture.KindPython {
 			if len(loc.Lines) == 0 || notUsers(loc.Lines[0].File) {
 				continue
 			}

@@ -71,7 +71,7 @@ func TestUserFrame(t *testing.T) {
 	c.Mappings[3] = &capture.Mapping{ID: 3, Stream: 1, File: "/srv/app/venv/lib/python3.11/site-packages/ujson.cpython-311-x86_64-linux-gnu.so"}
 	c.Mappings[4] = &capture.Mapping{ID: 4, Stream: 1, File: "/srv/app/libmine.so"}
 	py := func(id uint64, fn, file string, line int) {
-		c.Locations[id] = &capture.Location{ID: id, Lines: []capture.Line{{Function: fn, File: file, Line: line}}}
+		c.Locations[id] = &capture.Location{ID: id, Kind: capture.KindPython, Lines: []capture.Line{{Function: fn, File: file, Line: line}}}
 	}
 	native := func(id, mapping uint64, fn string) {
 		c.Locations[id] = &capture.Location{ID: id, MappingID: mapping, Address: 0x1000 + id, Lines: []capture.Line{{Function: fn}}}

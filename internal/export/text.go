@@ -184,6 +184,9 @@ func captureNotes(c *capture.Capture, p *heap.Profile) []string {
 	if c.Shortened > 0 {
 		out = append(out, fmt.Sprintf("%d names longer than %d KiB were cut short", c.Shortened, capture.MaxName>>10))
 	}
+	for _, p := range c.Problems {
+		out = append(out, "damaged capture: "+p+"; shown as placeholders")
+	}
 	for _, pr := range c.Processes {
 		if pr.PythonNote != "" && p.Covers(pr.Stream) {
 			out = append(out, fmt.Sprintf("pid %d: %s", pr.PID, pr.PythonNote))

@@ -7,18 +7,18 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/export"
+	"github.com/heaplens/heaplens/internal/stack"
 )
 
 // Server serves the web UI of one capture file: the page at /, and each
 // view as the JSON document of docs/json-format.md at
-// /api/profile?view=V&pid=P&thread=T&at=D&lifetime=D&min_age=D&focus=RE&hide=RE
+// /api/profile?view=V&pid=P&thread=T&at=D&lifetime=D&min-age=D&focus=RE&hide=RE
 // (durations as Go durations, "1.5s").
 //
 // The file is read again whenever its size or modification time changes,
@@ -51,6 +51,7 @@ func (s *Server) Capture() (*capture.Capture, error) {
 	if err != nil && !(errors.As(err, &corrupt) && c != nil) {
 		return nil, err
 	}
+	stack.Stitch(c)
 	s.c, s.size, s.mtime = c, st.Size(), st.ModTime()
 	return c, nil
 }
@@ -86,7 +87,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) profile(w http.ResponseWriter, r *http.Request) {
-	q, err := ParseQuery(r.URL.Query().Get)
+	q, err := export.ParseQuery("peak", r.URL.Query().Get)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -104,45 +105,6 @@ func (s *Server) profile(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	json.NewEncoder(w).Encode(res.Doc())
-}
-
-// ParseQuery reads a view and its filters from URL parameters.
-func ParseQuery(get func(string) string) (export.Query, error) {
-	q := export.Query{View: get("view"), At: export.AtEnd}
-	if q.View == "" {
-		q.View = "peak"
-	}
-	dur := func(name string, d *time.Duration) error {
-		if v := get(name); v != "" {
-			x, err := time.ParseDuration(v)
-			if err != nil {
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			*d = x
-		}
-		return nil
-	}
-	for name, d := range map[string]*time.Duration{"at": &q.At, "lifetime": &q.Lifetime, "min_age": &q.MinAge} {
-		if err := dur(name, d); err != nil {
-			return q, err
-		}
-	}
-	if v := get("pid"); v != "" {
-		pid, err := strconv.Atoi(v)
-		if err != nil {
-			return q, fmt.Errorf("pid: %w", err)
-		}
-		q.PID = pid
-	}
-	if v := get("thread"); v != "" {
-		t, err := strconv.ParseUint(v, 10, 32)
-		if err != nil {
-			return q, fmt.Errorf("thread: %w", err)
-		}
-		q.Thread = uint32(t)
-	}
-	q.Focus, q.Hide = get("focus"), get("hide")
-	return q, nil
 }
 
 // Listen listens on addr and returns the page's URL and a function that

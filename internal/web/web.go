@@ -49,6 +49,14 @@ func page(data []byte, mode Mode) (string, error) {
 	return r.Replace(pageHTML), nil
 }
 
+// The HTML page is a format of heaplens report like the others; it is
+// defined here, with the page's assets.
+func init() {
+	export.RegisterFormat(&export.Format{Name: "html", NeedsFile: true,
+		Usage: "one offline HTML page: flame graph, top table, timeline (open it in a browser; it needs no network)",
+		Write: func(w io.Writer, r *export.Result, _ export.WriteOptions) error { return WriteHTML(w, r.Doc()) }})
+}
+
 // WriteHTML writes one self-contained HTML report of a view: flame graph,
 // top table, timeline and header, with the data embedded.
 func WriteHTML(w io.Writer, d *export.Doc) error {

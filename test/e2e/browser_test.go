@@ -249,7 +249,7 @@ func writeSyntheticCapture(t testing.TB, path string, n int) {
 			Lines: []capture.Line{{Function: fmt.Sprintf("ns%d::Widget<int>::method_%d", i%97, i), File: fmt.Sprintf("/src/mod%d.cc", i%50), Line: i % 900}}})
 	}
 	for i := 1; i <= python; i++ {
-		w.Location(&capture.Location{ID: uint64(native + i),
+		w.Location(&capture.Location{ID: uint64(native + i), Kind: capture.KindPython,
 			Lines: []capture.Line{{Function: fmt.Sprintf("Model.layer_%d", i), File: fmt.Sprintf("/app/pkg/mod%d.py", i%40), Line: i % 500}}})
 	}
 	rng := rand.New(rand.NewPCG(1, 2))

@@ -14,6 +14,7 @@ import (
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/export"
 	"github.com/heaplens/heaplens/internal/heap"
+	"github.com/heaplens/heaplens/internal/stack"
 )
 
 // poolShare is how the bytes pool workers allocated in one run were charged.
@@ -39,14 +40,14 @@ func (s poolShare) pct(x float64) float64 {
 func measurePools(c *capture.Capture, owners ...string) poolShare {
 	s := poolShare{byMethod: map[string]float64{}}
 	for _, a := range c.Allocs {
-		st := c.Stacks[a.StackID]
-		if st == nil || st.Method == capture.MethodSelf {
+		method := stack.Method(c, a.StackID)
+		if method == capture.MethodSelf {
 			continue
 		}
 		w := float64(a.Size) * heap.Weight(a.Size, c.Meta.Rate)
 		s.worker += w
-		s.byMethod[capture.MethodNames[st.Method]] += w
-		if st.Method == capture.MethodUnattributed {
+		s.byMethod[capture.MethodNames[method]] += w
+		if method == capture.MethodUnattributed {
 			s.none += w
 			continue
 		}

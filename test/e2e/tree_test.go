@@ -15,6 +15,7 @@ import (
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/export"
 	"github.com/heaplens/heaplens/internal/heap"
+	"github.com/heaplens/heaplens/internal/stack"
 )
 
 // streamSite sums a stream's leaked bytes at file:line, or (line 0) in
@@ -41,6 +42,7 @@ func load(t *testing.T, path string) *capture.Capture {
 	if err != nil {
 		t.Fatalf("load %s: %v", path, err)
 	}
+	stack.Stitch(c) // as every report does
 	return c
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/export"
 	"github.com/heaplens/heaplens/internal/heap"
+	"github.com/heaplens/heaplens/internal/stack"
 )
 
 // How many sites of each view the accuracy table shows (besides the total).
@@ -150,6 +151,7 @@ func (b *bench) accuracy(w *workload, res *WorkloadResult) (AccuracyResult, erro
 	if err != nil {
 		return acc, fmt.Errorf("%s: loading the reference capture: %w", w.Name, err)
 	}
+	stack.Stitch(c)
 	sizes := siteSizes(c, w.site, views)
 	estimates := map[string][]*reportDoc{}
 	for _, m := range ms[2] {

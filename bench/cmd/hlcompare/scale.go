@@ -17,6 +17,7 @@ import (
 	"github.com/heaplens/heaplens/bench/internal/harness"
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/export"
+	"github.com/heaplens/heaplens/internal/stack"
 )
 
 // ScaleResult holds the agent's throughput and the report times.
@@ -287,7 +288,12 @@ func (b *bench) profileReport(path string) (map[string]float64, string, error) {
 	}
 	var c *capture.Capture
 	var res *export.Result
-	err = stage("load", func() (err error) { c, err = capture.Load(path); return err })
+	err = stage("load", func() (err error) {
+		if c, err = capture.Load(path); err == nil {
+			stack.Stitch(c)
+		}
+		return err
+	})
 	if err == nil {
 		err = stage("compute peak (timeline, peak, allocs)", func() (err error) {
 			res, err = export.Query{View: "peak"}.Compute(c)

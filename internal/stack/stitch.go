@@ -1,30 +1,32 @@
-package capture
+package stack
 
 import (
 	"encoding/binary"
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/heaplens/heaplens/internal/capture"
 )
 
 // Stitch gives every allocation made for another thread (pool work) the
 // stack it is charged to, root first: the origin thread's stack as that
-// thread recorded it (an Origin record), then "[pool: LIB (METHOD)]", then
-// the worker's own frames without the C library's thread entry. A pool
-// worker's allocation with no origin gets the root "<unattributed: LIB
-// worker>" instead. LIB is the library the worker thread runs in (its
-// outermost frame outside libc). Stitched stacks are new Stack records with
-// Method set; the workers' own stacks stay in Stacks. Stitch runs once, in
-// ReadAll; later calls do nothing.
-func (c *Capture) Stitch() {
-	if c.stitched {
+// thread recorded it (an Origin record), then "[pool: LIB (METHOD)]" (a
+// KindPool location carrying the method), then the worker's own frames
+// without the C library's thread entry. A pool worker's allocation with no
+// origin gets the root "<unattributed: LIB worker>" instead. LIB is the
+// library the worker thread runs in (its outermost frame outside libc).
+// Stitched stacks are new Stacks; the workers' own stacks stay. Every report
+// stitches a capture once, after loading it; later calls do nothing.
+func Stitch(c *capture.Capture) {
+	if c.Stitched {
 		return
 	}
-	c.stitched = true
-	s := stitcher{c: c, names: map[string]uint64{}, stacks: map[string]uint64{}, origins: map[originKey]*Origin{}}
+	c.Stitched = true
+	s := stitcher{c: c, names: map[frameKey]uint64{}, stacks: map[string]uint64{}, origins: map[originKey]*capture.Origin{}}
 	for i := range c.Allocs {
 		a := &c.Allocs[i]
-		if a.Method == MethodSelf && a.Origin == 0 {
+		if a.Method == capture.MethodSelf && a.Origin == 0 {
 			continue
 		}
 		if s.next == 0 {
@@ -39,12 +41,17 @@ type originKey struct {
 	token  uint64
 }
 
+type frameKey struct {
+	name   string
+	method uint8
+}
+
 type stitcher struct {
-	c       *Capture
-	next    uint64            // the next free ID for synthetic Locations and Stacks
-	names   map[string]uint64 // synthetic frame name → Location ID
-	stacks  map[string]uint64 // encoded location list + method → Stack ID
-	origins map[originKey]*Origin
+	c       *capture.Capture
+	next    uint64              // the next free ID for synthetic Locations and Stacks
+	names   map[frameKey]uint64 // synthetic frame → Location ID
+	stacks  map[string]uint64   // encoded location list → Stack ID
+	origins map[originKey]*capture.Origin
 	key     []byte
 }
 
@@ -69,7 +76,7 @@ func (s *stitcher) init() {
 	}
 }
 
-func (s *stitcher) stitch(a *Alloc) uint64 {
+func (s *stitcher) stitch(a *capture.Alloc) uint64 {
 	var worker []uint64
 	if st := s.c.Stacks[a.StackID]; st != nil {
 		worker = s.trimThreadEntry(st.Locations)
@@ -78,16 +85,16 @@ func (s *stitcher) stitch(a *Alloc) uint64 {
 	locs := append([]uint64(nil), worker...)
 	switch {
 	case a.Origin == 0:
-		locs = append(locs, s.frame(fmt.Sprintf("<unattributed: %s worker>", lib)))
+		locs = append(locs, s.frame(fmt.Sprintf("<unattributed: %s worker>", lib), capture.KindPool, a.Method))
 	default:
-		locs = append(locs, s.frame(fmt.Sprintf("[pool: %s (%s)]", lib, MethodNames[a.Method])))
+		locs = append(locs, s.frame(fmt.Sprintf("[pool: %s (%s)]", lib, capture.MethodNames[a.Method]), capture.KindPool, a.Method))
 		if o := s.origins[originKey{a.Stream, a.Origin}]; o != nil && s.c.Stacks[o.StackID] != nil {
 			locs = append(locs, s.c.Stacks[o.StackID].Locations...)
 		} else {
-			locs = append(locs, s.frame(fmt.Sprintf("[thread %d: stack not recorded]", a.Origin>>32)))
+			locs = append(locs, s.frame(fmt.Sprintf("[thread %d: stack not recorded]", a.Origin>>32), capture.KindMissing, 0))
 		}
 	}
-	s.key = append(s.key[:0], a.Method)
+	s.key = s.key[:0]
 	for _, id := range locs {
 		s.key = binary.AppendUvarint(s.key, id)
 	}
@@ -96,20 +103,21 @@ func (s *stitcher) stitch(a *Alloc) uint64 {
 	}
 	id := s.next
 	s.next++
-	s.c.Stacks[id] = &Stack{ID: id, Locations: locs, Method: a.Method}
+	s.c.Stacks[id] = &capture.Stack{ID: id, Locations: locs}
 	s.stacks[string(s.key)] = id
 	return id
 }
 
 // frame returns the ID of a synthetic Location with one function name.
-func (s *stitcher) frame(name string) uint64 {
-	if id, ok := s.names[name]; ok {
+func (s *stitcher) frame(name string, kind capture.Kind, method uint8) uint64 {
+	k := frameKey{name, method}
+	if id, ok := s.names[k]; ok {
 		return id
 	}
 	id := s.next
 	s.next++
-	s.c.Locations[id] = &Location{ID: id, Lines: []Line{{Function: name}}}
-	s.names[name] = id
+	s.c.Locations[id] = &capture.Location{ID: id, Lines: []capture.Line{{Function: name}}, Kind: kind, Method: method}
+	s.names[k] = id
 	return id
 }
 
@@ -150,4 +158,18 @@ func (s *stitcher) library(worker []uint64) string {
 		return f
 	}
 	return "native"
+}
+
+// Method returns how the bytes of a stack were tied to the code that asked
+// for them: the method of its pool frame (see Stitch), or MethodSelf for a
+// thread's own allocations.
+func Method(c *capture.Capture, stackID uint64) uint8 {
+	if st := c.Stacks[stackID]; st != nil {
+		for _, id := range st.Locations {
+			if l := c.Locations[id]; l != nil && l.Kind == capture.KindPool {
+				return l.Method
+			}
+		}
+	}
+	return capture.MethodSelf
 }
