@@ -89,7 +89,7 @@ enum hl_origin {
 	HL_ORIGIN_SELF,         /* the thread allocates for itself */
 	HL_ORIGIN_API,          /* declared through heaplens_pool_enter (docs/pool-api.md) */
 	HL_ORIGIN_OPENMP,       /* an OpenMP region: GOMP_parallel* or OMPT */
-	HL_ORIGIN_ADAPTER,      /* a per-library adapter */
+	HL_ORIGIN_RESERVED,     /* 3: reserved (per-library adapters were planned; none was needed) */
 	HL_ORIGIN_FALLBACK,     /* the one Python thread blocked in native code */
 	HL_ORIGIN_UNATTRIBUTED, /* a non-Python thread of a Python process, no origin found */
 };

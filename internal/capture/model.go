@@ -138,14 +138,14 @@ const (
 	MethodSelf         uint8 = iota // the thread allocated for itself
 	MethodAPI                       // the pool declared it (docs/pool-api.md)
 	MethodOpenMP                    // an OpenMP region (GOMP_parallel* or OMPT)
-	MethodAdapter                   // a per-library adapter
+	_                               // 3: reserved (per-library adapters were planned; none was needed)
 	MethodFallback                  // the one Python thread blocked in native code
 	MethodUnattributed              // a worker of a Python process with no origin found
 )
 
 // MethodNames names the methods for reports, labels and JSON.
 var MethodNames = map[uint8]string{
-	MethodSelf: "self", MethodAPI: "api", MethodOpenMP: "openmp", MethodAdapter: "adapter",
+	MethodSelf: "self", MethodAPI: "api", MethodOpenMP: "openmp",
 	MethodFallback: "fallback", MethodUnattributed: "unattributed",
 }
 

@@ -29,6 +29,7 @@ type Collector struct {
 	streams  map[string]*stream
 	order    []*stream
 	nextID   uint64
+	cutID    uint64 // the Location marking a stack cut at the library's frame limit, once written
 	stackIDs map[string]uint64
 	lines    map[symKey][]capture.Line
 	exits    map[int]syscall.WaitStatus
@@ -459,6 +460,13 @@ func (c *Collector) stack(s *stream, rec *ring.Record) (uint64, error) {
 		}
 		s.locBuf = append(s.locBuf[:0], merged...)
 	}
+	if rec.Truncated {
+		id, err := c.cutLocation()
+		if err != nil {
+			return 0, err
+		}
+		s.locBuf = append(s.locBuf, id)
+	}
 	s.keyBuf = s.keyBuf[:0]
 	for _, id := range s.locBuf {
 		s.keyBuf = binary.AppendUvarint(s.keyBuf, id)
@@ -473,6 +481,22 @@ func (c *Collector) stack(s *stream, rec *ring.Record) (uint64, error) {
 		}
 	}
 	return sid, nil
+}
+
+// cutLocation returns the Location that stands, at the root of a stack,
+// for the frames the library cut at its limit, writing it the first time.
+func (c *Collector) cutLocation() (uint64, error) {
+	if c.cutID != 0 {
+		return c.cutID, nil
+	}
+	c.nextID++
+	loc := &capture.Location{ID: c.nextID, Kind: capture.KindMissing,
+		Lines: []capture.Line{{Function: fmt.Sprintf("[outer frames cut: the stack had more than %d]", ring.MaxFrames)}}}
+	if err := c.w.Location(loc); err != nil {
+		return 0, err
+	}
+	c.cutID = loc.ID
+	return c.cutID, nil
 }
 
 // location writes the Location of a return address; 0 means the frame is

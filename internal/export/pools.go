@@ -41,7 +41,6 @@ func poolNote(c *capture.Capture, p *heap.Profile) string {
 var methodPhrase = map[uint8]string{
 	capture.MethodAPI:          "declared by the pool (api)",
 	capture.MethodOpenMP:       "from OpenMP regions (openmp)",
-	capture.MethodAdapter:      "via a library adapter",
 	capture.MethodFallback:     "guessed: the one Python thread waiting (fallback)",
 	capture.MethodUnattributed: "unattributed (several or no Python threads waiting)",
 }

@@ -29,11 +29,13 @@ const (
 	AllocOrigin      = 4 // word 5 is the origin token
 	AllocMethodShift = 8 // flags bits 8..10: the origin method (Origin*)
 
+	MaxFrames = 4096 // native frames the library records at most; deeper stacks are cut (Record.Truncated)
+
 	// How an allocation's origin was decided (docs/ring-format.md, "Thread pools").
 	OriginSelf         = 0
 	OriginAPI          = 1
 	OriginOpenMP       = 2
-	OriginAdapter      = 3
+	// 3 is reserved (per-library adapters were planned; none was needed).
 	OriginFallback     = 4
 	OriginUnattributed = 5
 

@@ -46,7 +46,7 @@ func TestLayoutMatchesC(t *testing.T) {
 		"HL_ALLOC_TRUNCATED": AllocTruncated, "HL_ALLOC_PYMEM": AllocPyMem, "HL_ALLOC_ORIGIN": AllocOrigin,
 		"HL_ALLOC_METHOD_SHIFT": AllocMethodShift,
 		"HL_ORIGIN_SELF":        OriginSelf, "HL_ORIGIN_API": OriginAPI, "HL_ORIGIN_OPENMP": OriginOpenMP,
-		"HL_ORIGIN_ADAPTER": OriginAdapter, "HL_ORIGIN_FALLBACK": OriginFallback,
+		"HL_ORIGIN_RESERVED": 3, "HL_ORIGIN_FALLBACK": OriginFallback, "HL_MAX_FRAMES": MaxFrames,
 		"HL_ORIGIN_UNATTRIBUTED": OriginUnattributed, "HL_PY_ACTIVATION_END": PyActivationEnd,
 		"HL_PY_NONE": PyNone, "HL_PY_ACTIVE": PyActive, "HL_PY_UNSUPPORTED": PyUnsupported, "HL_PY_OFF": PyOff,
 		"HL_PYMEM_NONE": PyMemNone, "HL_PYMEM_HOOKED": PyMemHooked, "HL_PYMEM_MALLOC": PyMemMalloc,
@@ -61,7 +61,7 @@ func TestLayoutMatchesC(t *testing.T) {
 		"HL_FUNC_PYMEM_CALLOC": uint64(capture.FuncPyMemCalloc), "HL_FUNC_PYMEM_REALLOC": uint64(capture.FuncPyMemRealloc),
 		"HL_ORIGIN_OPENMP + 0": uint64(capture.MethodOpenMP), "HL_ORIGIN_UNATTRIBUTED + 0": uint64(capture.MethodUnattributed),
 		"HL_ORIGIN_API + 0": uint64(capture.MethodAPI), "HL_ORIGIN_FALLBACK + 0": uint64(capture.MethodFallback),
-		"HL_ORIGIN_ADAPTER + 0": uint64(capture.MethodAdapter), "HL_ORIGIN_SELF + 0": uint64(capture.MethodSelf),
+		"HL_ORIGIN_SELF + 0": uint64(capture.MethodSelf),
 		"sizeof(struct hl_ring_header)": HeaderSize,
 	}
 	var src strings.Builder

@@ -87,8 +87,10 @@ type Record struct {
 	Addr     uint64
 	Size     uint64
 	TID      uint32
-	Flags    uint32
-	Frames   []uint64
+	// Truncated is set on an ALLOC or ORIGIN whose native stack the library
+	// cut at its frame limit: the outermost frames are missing.
+	Truncated bool
+	Frames    []uint64
 	Py       []PyFrame
 	Bias     uint64
 	Segments []Segment
@@ -309,7 +311,8 @@ func (r *Ring) decode(rec *Record, hdr uint64, w []uint64) error {
 				head = 5
 			}
 		}
-		rec.Flags = flags
+		// AllocPyMem is not decoded: Func names the PyMem function.
+		rec.Truncated = flags&AllocTruncated != 0
 		if len(w) != head+count+2*npy {
 			return fmt.Errorf("record type %d with %d words for %d frames and %d Python frames", rec.Type, len(w), count, npy)
 		}

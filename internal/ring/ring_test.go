@@ -157,7 +157,7 @@ func TestDrainRecordsAcrossTheWrap(t *testing.T) {
 	}
 	a := got[0]
 	if a.Type != RecAlloc || a.Func != 1 || a.TimeNano != 100 || a.Addr != 0xabc0 || a.Size != 4096 || a.TID != 77 ||
-		a.Flags != AllocTruncated || len(a.Frames) != 3 || a.Frames[2] != 0x403000 {
+		!a.Truncated || len(a.Frames) != 3 || a.Frames[2] != 0x403000 {
 		t.Errorf("alloc = %+v", a)
 	}
 	m := got[1]

@@ -120,3 +120,40 @@ func TestNoFirstAllocationBias(t *testing.T) {
 	leaks := report(t, capPath, "leaks")
 	within(t, "one allocation per thread", leaks.site("one_allocation"), threads, size, rate, leaks, "one_allocation")
 }
+
+// A stack deeper than the library records is cut, and every report says so
+// at its root; a shallow one is not.
+func TestDeepStackMarkedCut(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "deepstack.c")
+	capPath, res := profile(t, dir, []string{"--rate", "64KiB", "--seed", "5"}, bin)
+	if res.code != 0 || res.stdout != "5001 11\n" {
+		t.Fatalf("heaplens run: exit %d, stdout %q\n%s", res.code, res.stdout, res.stderr)
+	}
+	const cut = "[outer frames cut: the stack had more than 4096]"
+	var deep, shallow int
+	for stack := range report(t, capPath, "leaks") {
+		frames := strings.Split(stack, ";")
+		n := 0
+		for _, f := range frames {
+			if strings.HasPrefix(f, "down (") {
+				n++
+			}
+		}
+		switch {
+		case n > 100:
+			deep++
+			if frames[1] != cut || n < 4000 || n > 4096 {
+				t.Errorf("deep stack: root %q, %d down frames; want %q at the root and 4000–4096 frames", frames[1], n, cut)
+			}
+		case n == 11:
+			shallow++
+			if strings.Contains(stack, cut) {
+				t.Errorf("a stack of 11 calls is marked cut: %s", stack)
+			}
+		}
+	}
+	if deep != 1 || shallow != 1 {
+		t.Errorf("%d deep and %d shallow stacks, want one of each", deep, shallow)
+	}
+}
