@@ -32,9 +32,9 @@ const (
 	MaxFrames = 4096 // native frames the library records at most; deeper stacks are cut (Record.Truncated)
 
 	// How an allocation's origin was decided (docs/ring-format.md, "Thread pools").
-	OriginSelf         = 0
-	OriginAPI          = 1
-	OriginOpenMP       = 2
+	OriginSelf   = 0
+	OriginAPI    = 1
+	OriginOpenMP = 2
 	// 3 is reserved (per-library adapters were planned; none was needed).
 	OriginFallback     = 4
 	OriginUnattributed = 5

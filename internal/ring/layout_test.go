@@ -61,7 +61,7 @@ func TestLayoutMatchesC(t *testing.T) {
 		"HL_FUNC_PYMEM_CALLOC": uint64(capture.FuncPyMemCalloc), "HL_FUNC_PYMEM_REALLOC": uint64(capture.FuncPyMemRealloc),
 		"HL_ORIGIN_OPENMP + 0": uint64(capture.MethodOpenMP), "HL_ORIGIN_UNATTRIBUTED + 0": uint64(capture.MethodUnattributed),
 		"HL_ORIGIN_API + 0": uint64(capture.MethodAPI), "HL_ORIGIN_FALLBACK + 0": uint64(capture.MethodFallback),
-		"HL_ORIGIN_SELF + 0": uint64(capture.MethodSelf),
+		"HL_ORIGIN_SELF + 0":            uint64(capture.MethodSelf),
 		"sizeof(struct hl_ring_header)": HeaderSize,
 	}
 	var src strings.Builder

@@ -91,15 +91,15 @@ type Record struct {
 	// cut at its frame limit: the outermost frames are missing.
 	Truncated bool
 	Frames    []uint64
-	Py       []PyFrame
-	Bias     uint64
-	Segments []Segment
-	Path     string
-	Code     *Code
-	Mark     uint64 // MARK: what happened at TimeNano
-	Token    uint64 // ALLOC: origin token (0 = none); ORIGIN: the token whose stack this is
-	Method   uint8  // ALLOC: how the origin was decided (Origin*)
-	Value    uint64 // MARK: its value (the exit status for MarkExit)
+	Py        []PyFrame
+	Bias      uint64
+	Segments  []Segment
+	Path      string
+	Code      *Code
+	Mark      uint64 // MARK: what happened at TimeNano
+	Token     uint64 // ALLOC: origin token (0 = none); ORIGIN: the token whose stack this is
+	Method    uint8  // ALLOC: how the origin was decided (Origin*)
+	Value     uint64 // MARK: its value (the exit status for MarkExit)
 }
 
 // Ring is one mapped ring file.
