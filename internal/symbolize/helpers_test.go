@@ -13,13 +13,15 @@ import (
 	"testing"
 
 	"github.com/heaplens/heaplens/internal/capture"
+	"github.com/heaplens/heaplens/test/testenv"
 )
 
-// needTool skips the test, loudly, when a toolchain program is missing.
+// needTool fails the test, loudly, when a toolchain program is missing.
 func needTool(t testing.TB, name string) {
 	t.Helper()
 	if _, err := exec.LookPath(name); err != nil {
-		t.Skipf("SKIPPING: %s not found in PATH; this test compiles real binaries and needs gcc/g++ and binutils", name)
+		testenv.Missing(t, "%s not found in PATH: this test compiles real binaries and needs gcc/g++ and binutils (scripts/deps.sh)", name)
+		t.FailNow()
 	}
 }
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/heaplens/heaplens/test/testenv"
 	"net"
 	"net/http"
 	"os"
@@ -19,7 +20,8 @@ import (
 func TestDebuginfod(t *testing.T) {
 	server, err := exec.LookPath("debuginfod")
 	if err != nil {
-		t.Fatalf("debuginfod is not installed (Debian package debuginfod; scripts/deps.sh installs it): %v", err)
+		testenv.Missing(t, "debuginfod (Debian package debuginfod; scripts/deps.sh installs it): the debuginfod test does NOT run: %v", err)
+		return
 	}
 	dir := t.TempDir()
 	lib := filepath.Join(dir, "libdbglib.so")

@@ -15,6 +15,7 @@ import (
 	"github.com/heaplens/heaplens/internal/export"
 	"github.com/heaplens/heaplens/internal/heap"
 	"github.com/heaplens/heaplens/internal/stack"
+	"github.com/heaplens/heaplens/test/testenv"
 )
 
 // poolShare is how the bytes pool workers allocated in one run were charged.
@@ -86,14 +87,14 @@ func TestRealLibraryPools(t *testing.T) {
 	sem := make(chan struct{}, 2)
 	for lib, mod := range probe {
 		if err := exec.Command(py, "-c", "import "+mod).Run(); err != nil {
-			t.Errorf("!!! MISSING: %s cannot import %s (scripts/deps.sh installs Debian's package): the %s pool case does NOT run", py, mod, lib)
+			testenv.Missing(t, "%s cannot import %s (scripts/deps.sh installs Debian's package): the %s pool case does NOT run", py, mod, lib)
 			continue
 		}
 		env := []string{"OMP_NUM_THREADS=4", "OPENBLAS_NUM_THREADS=4"}
 		script := lib
 		if lib == "blas-openmp" {
 			if _, err := os.Stat(filepath.Join(openmpBLAS, "libopenblas.so.0")); err != nil {
-				t.Errorf("!!! MISSING: %s (Debian's libopenblas0-openmp): the OpenMP BLAS case does NOT run", openmpBLAS)
+				testenv.Missing(t, "%s (Debian's libopenblas0-openmp): the OpenMP BLAS case does NOT run", openmpBLAS)
 				continue
 			}
 			env = append(env, "LD_LIBRARY_PATH="+openmpBLAS)

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	pprofile "github.com/google/pprof/profile"
+
 	"github.com/heaplens/heaplens/internal/heap"
 )
 
@@ -42,8 +44,11 @@ type jsonDoc struct {
 		End    *float64
 		Status string
 	}
-	Notes  []string
-	Total  struct{ Bytes float64 }
+	Notes []string
+	Total struct {
+		Bytes     float64
+		BytesCI95 float64 `json:"bytes_ci95"`
+	}
 	Frames []struct {
 		Label, Kind string
 	}
@@ -282,6 +287,31 @@ func TestPProfOnBurst(t *testing.T) {
 	run(t, time.Minute, heaplensBin(t), "report", capPath, "--view", "allocs", "--format", "pprof", "-o", allocsOut)
 	if top := gotool("-top", allocsOut); !strings.Contains(top, "Type: alloc_space") {
 		t.Errorf("allocs view opens as:\n%s", top)
+	}
+	// Go's heap profile at exit: alloc_space is everything allocated,
+	// inuse_space what was still live at the end. burst's blocks were all
+	// freed; hold's were all kept.
+	f, err := os.Open(allocsOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := pprofile.Parse(f)
+	if err != nil {
+		t.Fatalf("parsing the allocs profile: %v", err)
+	}
+	allocBy, inuseBy := map[string]float64{}, map[string]float64{}
+	for _, s := range p.Sample {
+		if ln := s.Location[0].Line; len(ln) > 0 {
+			allocBy[ln[0].Function.Name] += float64(s.Value[1])
+			inuseBy[ln[0].Function.Name] += float64(s.Value[3])
+		}
+	}
+	near(t, "pprof allocs: alloc_space of burst", allocBy["burst"], burstN, burstSz)
+	near(t, "pprof allocs: alloc_space of hold", allocBy["hold"], keepN, keepSz)
+	near(t, "pprof allocs: inuse_space of hold", inuseBy["hold"], keepN, keepSz)
+	if inuseBy["burst"] != 0 || inuseBy["churn_temp"] != 0 {
+		t.Errorf("pprof allocs: burst and churn_temp were freed, but inuse_space shows %.0f and %.0f", inuseBy["burst"], inuseBy["churn_temp"])
 	}
 }
 

@@ -28,6 +28,16 @@ func Heaplens(t testing.TB) string {
 	return bin
 }
 
+// Missing fails t, loudly, for something a test needs that this machine
+// lacks (a tool, a package, a Python version), naming what does not run
+// because of it. The test goes on with what it can still check: callers
+// return or continue after it. scripts/deps.sh installs everything the
+// suite needs, so Missing is a machine set up by hand, never a pass.
+func Missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	t.Errorf("!!! MISSING: "+format, args...)
+}
+
 // Python is one supported interpreter.
 type Python struct {
 	Name  string // "pyenv-3.12", "debian-python3"

@@ -4,7 +4,9 @@
  * to free (cross-thread frees through a shared slot array), and the main
  * thread fork()s children in the middle that allocate, check and exit. Every
  * block carries a pattern that is verified before it is freed; the output is
- * a deterministic summary that must be the same with and without heaplens.
+ * a deterministic summary that must be the same with and without heaplens,
+ * with the exact bytes and blocks the workers and the children allocated
+ * (replayed from the same generators), for the tests' known answers.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -28,11 +30,37 @@ static uint64_t next(uint64_t *s)
 	return *s;
 }
 
-/* First byte: pattern seed; the block is filled with it so any corruption shows. */
-static unsigned char *make(uint64_t *rng, size_t *n)
+/* What one make() asks the allocator for: a size, and which call. */
+struct req {
+	uint64_t r;
+	size_t sz;
+};
+
+static struct req plan(uint64_t *rng)
 {
 	uint64_t r = next(rng);
 	size_t sz = (r % 8 == 0) ? 4096 + r % (256 << 10) : 8 + r % 512;
+	return (struct req){r, sz};
+}
+
+/* Adds what one make() allocates to *bytes and *blocks, as the allocator
+ * is asked: aligned_alloc rounds up to its alignment, the realloc path is
+ * two allocations (the malloc, then the realloc). */
+static void count(struct req q, uint64_t *bytes, uint64_t *blocks)
+{
+	switch (q.r % 5) {
+	case 1: *bytes += (q.sz + 63) & ~(size_t)63, *blocks += 1; break;
+	case 2: *bytes += q.sz / 2 + 1 + q.sz, *blocks += 2; break;
+	default: *bytes += q.sz, *blocks += 1; break;
+	}
+}
+
+/* First byte: pattern seed; the block is filled with it so any corruption shows. */
+static unsigned char *make(uint64_t *rng, size_t *n)
+{
+	struct req q = plan(rng);
+	uint64_t r = q.r;
+	size_t sz = q.sz;
 	unsigned char *p;
 	switch (r % 5) {
 	case 0: p = calloc(1, sz); break;
@@ -61,9 +89,29 @@ static void check_free(unsigned char *p, size_t sz)
 }
 
 
+static uint64_t worker_seed(uintptr_t i) { return 0x9e3779b97f4a7c15ull * (i + 1); }
+
+/* What the workers and the children allocate, replayed without allocating. */
+static void expect(uint64_t *bytes, uint64_t *blocks, uint64_t *cbytes, uint64_t *cblocks)
+{
+	for (uintptr_t w = 0; w < THREADS; w++) {
+		uint64_t rng = worker_seed(w);
+		for (long i = 0; i < iters; i++) {
+			count(plan(&rng), bytes, blocks);
+			if (!(i & 1))
+				next(&rng); /* the slot */
+		}
+	}
+	for (int k = 0; k < 20; k++) {
+		uint64_t rng = 77 + (uint64_t)k;
+		for (int i = 0; i < 2000; i++)
+			count(plan(&rng), cbytes, cblocks);
+	}
+}
+
 static void *worker(void *arg)
 {
-	uint64_t rng = 0x9e3779b97f4a7c15ull * ((uintptr_t)arg + 1);
+	uint64_t rng = worker_seed((uintptr_t)arg);
 	for (long i = 0; i < iters; i++) {
 		size_t sz;
 		unsigned char *p = make(&rng, &sz);
@@ -117,7 +165,12 @@ int main(int argc, char **argv)
 	for (int i = 0; i < SLOTS; i++)
 		if (slots[i])
 			check_free(slots[i], 0);
+	uint64_t bytes = 0, blocks = 0, cbytes = 0, cblocks = 0;
+	expect(&bytes, &blocks, &cbytes, &cblocks);
 	printf("threads=%d iterations=%ld forks=%d child_failures=%d corrupt=%ld\n", THREADS, iters, forks,
 	       child_failures, (long)bad);
+	/* What the workers allocated, and the 20 children together. */
+	printf("worker_bytes=%llu worker_blocks=%llu child_bytes=%llu child_blocks=%llu\n", (unsigned long long)bytes,
+	       (unsigned long long)blocks, (unsigned long long)cbytes, (unsigned long long)cblocks);
 	return bad || child_failures;
 }
