@@ -3,14 +3,16 @@ GO      ?= go
 CC      ?= gcc
 CFLAGS  ?= -O2 -g
 PRELOAD_CFLAGS = -std=c11 -fPIC -shared -fvisibility=hidden -ftls-model=initial-exec \
-                 -Wall -Wextra -Werror -Wl,-z,now
+                 -Wall -Wextra -Wshadow -Wconversion -Wmissing-prototypes -Wstrict-prototypes \
+                 -Wpointer-arith -Wcast-align -Werror -Wl,-z,now
+PRELOAD_SRC = $(wildcard preload/*.c)
 SO      = internal/launch/lib/libheaplens.so
 
 .PHONY: all test test-cpython bench demo clean deps sanitize
 all: bin/heaplens
 
-$(SO): preload/heaplens.c preload/python.c preload/pools.c preload/openmp.c preload/internal.h preload/heaplens_ring.h
-	$(CC) $(CFLAGS) $(PRELOAD_CFLAGS) -o $@ preload/heaplens.c preload/python.c preload/pools.c preload/openmp.c -lm -lgcc_s
+$(SO): $(PRELOAD_SRC) $(wildcard preload/*.h)
+	$(CC) $(CFLAGS) $(PRELOAD_CFLAGS) -o $@ $(PRELOAD_SRC) -lm -lgcc_s
 
 bin/heaplens: $(SO) $(shell find cmd internal -name '*.go' -not -name '*_test.go') $(wildcard internal/web/assets/*) go.mod go.sum
 	$(GO) build -ldflags=-E=github.com/heaplens/heaplens/internal/sigstart.entry -o $@ ./cmd/heaplens

@@ -1,16 +1,29 @@
 /*
- * What heaplens.c (hooks, sampler, ring, modules) and python.c (Python
- * frames, code records, PyMem hooks) share inside libheaplens.so. Nothing
- * here is exported: the library is built with -fvisibility=hidden.
+ * What the files of libheaplens.so share: boot.c (start-up, the allocator
+ * below us), ring.c, modules.c, sampler.c, hooks.c (the malloc family),
+ * python.c (Python frames, code records, PyMem hooks), pools.c and
+ * openmp.c (thread-pool origins). Nothing here is exported: the library is
+ * built with -fvisibility=hidden; heaplens.h is its public API.
  */
 #ifndef HEAPLENS_INTERNAL_H
 #define HEAPLENS_INTERNAL_H
 
+#include <link.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "heaplens_ring.h"
+
+/*
+ * Declarations of what another file defines are hidden too, so that the
+ * compiler reaches them directly (real.malloc in one RIP-relative jump)
+ * rather than through the GOT, as it must for a symbol that could be
+ * interposed.
+ */
+#pragma GCC visibility push(hidden)
 
 #define EXPORT __attribute__((visibility("default")))
 #define HOT __attribute__((hot))
@@ -50,19 +63,30 @@ static inline __attribute__((no_sanitize_address)) uint64_t word_below(const voi
 /* Sampled blocks: p[-1] = secret, p[-2] = offset to the real block ^ (p * mix). */
 #define HDR 16u
 
+/*
+ * The allocator functions below us, each once: name, return type,
+ * parameters. hooks.c interposes each; boot.c finds the real ones (and
+ * serves dlsym before it has them). malloc and free come first: they are
+ * read on every call (see real).
+ */
+#define HL_ALLOCATOR(X)                                   \
+	X(malloc, void *, (size_t n))                       \
+	X(free, void, (void *p))                            \
+	X(calloc, void *, (size_t k, size_t n))             \
+	X(realloc, void *, (void *p, size_t n))             \
+	X(memalign, void *, (size_t a, size_t n))           \
+	X(posix_memalign, int, (void **r, size_t a, size_t n)) \
+	X(aligned_alloc, void *, (size_t a, size_t n))      \
+	X(valloc, void *, (size_t n))                       \
+	X(pvalloc, void *, (size_t n))                      \
+	X(malloc_usable_size, size_t, (void *p))
+
 struct hl_real {
 	uint64_t secret;
 	uint64_t mix; /* odd: p * mix hides the offset word */
-	void *(*malloc)(size_t);
-	void (*free)(void *);
-	void *(*calloc)(size_t, size_t);
-	void *(*realloc)(void *, size_t);
-	void *(*memalign)(size_t, size_t);
-	int (*posix_memalign)(void **, size_t, size_t);
-	void *(*aligned_alloc)(size_t, size_t);
-	void *(*valloc)(size_t);
-	void *(*pvalloc)(size_t);
-	size_t (*usable)(void *);
+#define HL_REAL_FIELD(name, ret, params) ret(*name) params;
+	HL_ALLOCATOR(HL_REAL_FIELD)
+#undef HL_REAL_FIELD
 };
 extern struct hl_real real;
 
@@ -84,6 +108,80 @@ struct tls {
 	uint64_t py[2 * HL_MAX_PYFRAMES]; /* code pointer, position word: see heaplens_ring.h */
 };
 extern _Thread_local struct tls tls __asm__("heaplens_tls") __attribute__((tls_model("initial-exec")));
+
+static inline uint32_t tid(void)
+{
+	if (unlikely(!tls.tid))
+		tls.tid = (uint32_t)syscall(SYS_gettid);
+	return tls.tid;
+}
+
+/* SplitMix64: a seed to a well-mixed 64-bit value, advancing the seed. */
+static inline uint64_t splitmix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+struct module {
+	uint64_t bias;
+	uint32_t path_off, path_len;
+	uint32_t nseg;
+	uint64_t seg[HL_MAX_SEGMENTS][4]; /* vaddr, memsz, offset, flags */
+};
+
+#define MAX_MODULES 2048
+#define MIN_RING (64u << 10)
+#define FIRST_CHUNK (64u << 10) /* data bytes backed at creation; the rest as the ring fills */
+#define GROW_STEP (1u << 20)    /* backed at most at once: a sampled call waits ~0.5 ms for it */
+#define DEFAULT_RING (16u << 20)
+#define MAX_RING (1u << 30)
+#define MAX_RATE (1ull << 48)
+#define MAX_DIR 3000 /* room under it for our names in a 4096-byte path */
+#define PATH_POOL (512u << 10)
+
+/* The library's state, one per process (boot.c defines it). */
+struct hl_global {
+	int state; /* 0 new, 1 initialising, 2 ready */
+	int active;
+	int follow; /* profile fork and exec children too */
+	uint64_t rate;
+	double inv_log_keep; /* 1 / -log(1 - 1/rate): geometric gap scale */
+	uint64_t seed;
+	int seeded;
+	uint64_t ring_size; /* this ring's data size */
+	uint64_t grow_at;   /* a reservation past this backs more first (grow) */
+	int growing;        /* a thread is backing more of the ring */
+	int stopped;        /* backing failed: the ring never grows again */
+	uint64_t want_size; /* HEAPLENS_RING_SIZE */
+	const char *dir;
+	struct hl_ring_header *ring;
+	uint8_t *data;
+	uint64_t mask;
+	uint32_t seq;
+	uint32_t threads;
+	uintptr_t self_lo, self_hi; /* our own code, skipped in stacks */
+	int scanning;               /* a module rescan is under way */
+	unsigned long long adds;    /* dlpi_adds at the last scan */
+	char exe[1024];
+	uint32_t nmod;              /* published with release */
+	struct module mod[MAX_MODULES];
+	uint32_t pool_used;
+	char pool[PATH_POOL];
+	uint64_t early_drops; /* samples before the ring existed */
+	/*
+	 * Threads inside the unwinder or dl_iterate_phdr, whose locks (libgcc's
+	 * object_mutex, the loader's dl_load_write_lock, which glibc 2.36's fork
+	 * does not reset) they may hold. Nonzero at a fork: the child never
+	 * unwinds (no_unwind), as those locks may stay held there for good.
+	 */
+	int unwinding;
+	int no_unwind;
+	int (*find_object)(void *pc, struct dl_find_object *); /* glibc 2.35+, lock-free; else NULL */
+};
+extern struct hl_global g;
 
 int sample_slow(size_t n);
 
@@ -157,6 +255,21 @@ int module_range(uintptr_t pc, uintptr_t *lo, uintptr_t *hi);
 void emit_mark(uint64_t kind, uint64_t value);
 int64_t now_ns(clockid_t c);
 
+/* boot.c */
+int in_boot(const void *p); /* a block of the static buffer that serves dlsym */
+void init_global(void);
+
+/* ring.c */
+void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq);
+void count_drop(uint64_t *field);
+void on_exit_mark(int status, void *arg);
+
+/* modules.c */
+void emit_module(const struct module *m);
+void scan_modules(void);
+int covered(uintptr_t pc, uint32_t *hint);
+int new_module(uintptr_t pc);
+
 /* The ring, for records python.c writes. */
 struct hl_ring_header *ring_now(void);
 int ring_reserve(uint64_t len, uint64_t *pos);
@@ -183,5 +296,7 @@ void origin_end(void);
 void pools_init(void);
 void resolve_cond(void);
 void pools_atfork_child(void);
+
+#pragma GCC visibility pop
 
 #endif

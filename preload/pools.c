@@ -25,6 +25,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "heaplens.h"
 #include "internal.h"
 
 /* ---- slots: origin threads blocked on pool work ---- */

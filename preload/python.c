@@ -30,14 +30,43 @@ static void pymem_install(void);
 static void pymem_check(void);
 
 
+/*
+ * The layouts, verified against each version's headers and by the tests on
+ * real interpreters (docs/python.md). Fields a version lacks are -1.
+ */
 static const struct pylayout layouts[] = {
-	/*        ts  cf back code pos own ent  file name table first trace adapt asc cmp fin */
-	[8] = {24, -1, 24, 32, 104, -1, -1, 104, 112, 120, 40, -1, -1, 48, 72, 16},
-	[9] = {24, -1, 24, 32, 104, -1, -1, 104, 112, 120, 40, -1, -1, 48, 72, 16},
-	[10] = {24, -1, 24, 32, 96, -1, -1, 104, 112, 120, 40, -1, -1, 48, 72, 16},
-	[11] = {56, 8, 48, 32, 56, 69, 68, 112, 128, 136, 72, 168, 184, 48, 72, 24},
-	[12] = {56, 0, 8, 0, 56, 70, -1, 112, 128, 136, 68, 176, 192, 40, 56, 24},
-	[13] = {72, -1, 8, 0, 56, 70, -1, 112, 128, 136, 68, 184, 200, 40, 56, 608},
+	[8] = {.ts_frame = 24, .f_back = 24, .f_code = 32, .f_pos = 104, .co_filename = 104,
+	        .co_name = 112, .co_table = 120, .co_firstlineno = 40, .str_ascii = 48, .str_compact = 72,
+	        .rt_finalizing = 16, .cf_current = -1, .f_owner = -1, .f_is_entry = -1,
+	        .co_firsttraceable = -1, .co_adaptive = -1},
+	[9] = {.ts_frame = 24, .f_back = 24, .f_code = 32, .f_pos = 104, .co_filename = 104,
+	        .co_name = 112, .co_table = 120, .co_firstlineno = 40, .str_ascii = 48, .str_compact = 72,
+	        .rt_finalizing = 16, .cf_current = -1, .f_owner = -1, .f_is_entry = -1,
+	        .co_firsttraceable = -1, .co_adaptive = -1},
+	[10] = {.ts_frame = 24, .f_back = 24, .f_code = 32, .f_pos = 96, .co_filename = 104,
+	        .co_name = 112, .co_table = 120, .co_firstlineno = 40, .str_ascii = 48, .str_compact = 72,
+	        .rt_finalizing = 16, .cf_current = -1, .f_owner = -1, .f_is_entry = -1,
+	        .co_firsttraceable = -1, .co_adaptive = -1},
+	[11] = {.ts_frame = 56, .cf_current = 8, .f_back = 48, .f_code = 32, .f_pos = 56, .f_owner = 69,
+	        .f_is_entry = 68, .co_filename = 112, .co_name = 128, .co_table = 136,
+	        .co_firstlineno = 72, .co_firsttraceable = 168, .co_adaptive = 184, .str_ascii = 48,
+	        .str_compact = 72, .rt_finalizing = 24},
+	[12] = {.ts_frame = 56, .cf_current = 0, .f_back = 8, .f_code = 0, .f_pos = 56, .f_owner = 70,
+	        .co_filename = 112, .co_name = 128, .co_table = 136, .co_firstlineno = 68,
+	        .co_firsttraceable = 176, .co_adaptive = 192, .str_ascii = 40, .str_compact = 56,
+	        .rt_finalizing = 24, .f_is_entry = -1},
+	[13] = {.ts_frame = 72, .f_back = 8, .f_code = 0, .f_pos = 56, .f_owner = 70, .co_filename = 112,
+	        .co_name = 128, .co_table = 136, .co_firstlineno = 68, .co_firsttraceable = 184,
+	        .co_adaptive = 200, .str_ascii = 40, .str_compact = 56, .rt_finalizing = 608,
+	        .cf_current = -1, .f_is_entry = -1},
+};
+
+/* Object fields at the same place in every supported version (64-bit). */
+enum {
+	OB_TYPE = 8,        /* PyObject.ob_type */
+	OB_SIZE = 16,       /* PyVarObject.ob_size; PyASCIIObject.length */
+	STR_STATE = 32,     /* PyASCIIObject.state (a bit field word) */
+	BYTES_SVAL = 32,    /* PyBytesObject.ob_sval */
 };
 
 /* PyMemAllocatorEx and the domains, as in CPython's public headers. */
@@ -80,25 +109,46 @@ static void set_status(uint32_t version, uint32_t status)
 	}
 }
 
-/* 3.13: take the fields _Py_DebugOffsets publishes; the rest stay as verified. */
+/*
+ * 3.13: take the fields _Py_DebugOffsets publishes; the rest stay as
+ * verified. Its words, by index, as Include/internal/pycore_debug_offsets.h
+ * lays them out in 3.13: a cookie, the version, free_threaded, then
+ * per-struct offsets.
+ */
+enum {
+	DBG_FREE_THREADED = 2,
+	DBG_RT_FINALIZING = 4,      /* runtime_state.finalizing */
+	DBG_TS_CURRENT_FRAME = 23,  /* thread_state.current_frame */
+	DBG_F_PREVIOUS = 29,        /* interpreter_frame.previous */
+	DBG_F_EXECUTABLE = 30,      /* interpreter_frame.executable */
+	DBG_F_INSTR_PTR = 31,       /* interpreter_frame.instr_ptr */
+	DBG_F_OWNER = 33,           /* interpreter_frame.owner */
+	DBG_CO_FILENAME = 35,       /* code_object.filename */
+	DBG_CO_QUALNAME = 37,       /* code_object.qualname */
+	DBG_CO_LINETABLE = 38,      /* code_object.linetable */
+	DBG_CO_FIRSTLINENO = 39,    /* code_object.firstlineno */
+	DBG_CO_CODE_ADAPTIVE = 43,  /* code_object.co_code_adaptive */
+	DBG_STR_ASCII_SIZE = 70,    /* unicode_object.asciiobject_size */
+};
+
 static int debug_offsets(void)
 {
 	const uint64_t *d = (const uint64_t *)py.runtime;
-	if (memcmp(py.runtime, "xdebugpy", 8) != 0 || d[2] /* free-threaded */)
+	if (memcmp(py.runtime, "xdebugpy", 8) != 0 || d[DBG_FREE_THREADED])
 		return 0;
 	struct pylayout *L = &py.L;
-	L->rt_finalizing = (int)d[4];
-	L->ts_frame = (int)d[23];
-	L->f_back = (int)d[29];
-	L->f_code = (int)d[30];
-	L->f_pos = (int)d[31];
-	L->f_owner = (int)d[33];
-	L->co_filename = (int)d[35];
-	L->co_table = (int)d[38];
-	L->co_firstlineno = (int)d[39];
-	L->co_adaptive = (int)d[43];
-	L->co_name = (int)d[37]; /* qualname */
-	L->str_ascii = (int)d[70];
+	L->rt_finalizing = (int)d[DBG_RT_FINALIZING];
+	L->ts_frame = (int)d[DBG_TS_CURRENT_FRAME];
+	L->f_back = (int)d[DBG_F_PREVIOUS];
+	L->f_code = (int)d[DBG_F_EXECUTABLE];
+	L->f_pos = (int)d[DBG_F_INSTR_PTR];
+	L->f_owner = (int)d[DBG_F_OWNER];
+	L->co_filename = (int)d[DBG_CO_FILENAME];
+	L->co_table = (int)d[DBG_CO_LINETABLE];
+	L->co_firstlineno = (int)d[DBG_CO_FIRSTLINENO];
+	L->co_adaptive = (int)d[DBG_CO_CODE_ADAPTIVE];
+	L->co_name = (int)d[DBG_CO_QUALNAME];
+	L->str_ascii = (int)d[DBG_STR_ASCII_SIZE];
 	return 1;
 }
 
@@ -221,7 +271,7 @@ void py_walk(void)
 			continue;
 		}
 		const char *code = LOAD(const char *, f, L->f_code);
-		if (!code || code == py.none || LOAD(void *, code, 8) != py.code_type)
+		if (!code || code == py.none || LOAD(void *, code, OB_TYPE) != py.code_type)
 			continue;
 		int64_t pos;
 		if (py.minor <= 10)
@@ -270,8 +320,8 @@ static struct {
 /* A str's PEP 393 data: kind 1/2/4 and its length in bytes. */
 static const char *str_data(const char *s, uint32_t *kind, uint64_t *bytes)
 {
-	uint32_t state = LOAD(uint32_t, s, 32);
-	int64_t len = LOAD(int64_t, s, 16);
+	uint32_t state = LOAD(uint32_t, s, STR_STATE);
+	int64_t len = LOAD(int64_t, s, OB_SIZE);
 	*kind = state >> 2 & 7;
 	if (len < 0 || len > 4096 || (*kind != 1 && *kind != 2 && *kind != 4) || !(state & 0x20)) {
 		*kind = 1, *bytes = 0; /* legacy or odd string: leave it out */
@@ -288,7 +338,7 @@ static int emit_code(const char *code, uint32_t ident)
 	const char *fd = str_data(LOAD(const char *, code, py.L.co_filename), &fk, &fb);
 	const char *qd = str_data(LOAD(const char *, code, py.L.co_name), &qk, &qb);
 	const char *table = LOAD(const char *, code, py.L.co_table);
-	int64_t tlen = LOAD(int64_t, table, 16);
+	int64_t tlen = LOAD(int64_t, table, OB_SIZE);
 	tb = tlen > 0 && tlen < (1 << 20) ? (uint64_t)tlen : 0;
 	uint64_t len = 48 + ((fb + 7) & ~7ull) + ((qb + 7) & ~7ull) + ((tb + 7) & ~7ull);
 	struct hl_ring_header *h = ring_now();
@@ -306,7 +356,7 @@ static int emit_code(const char *code, uint32_t ident)
 	uint64_t at = pos + 48;
 	ring_put_bytes(at, fd, fb), at += (fb + 7) & ~7ull;
 	ring_put_bytes(at, qd, qb), at += (qb + 7) & ~7ull;
-	ring_put_bytes(at, table + 32, tb);
+	ring_put_bytes(at, table + BYTES_SVAL, tb);
 	ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_CODE, (uint32_t)py.minor, 0));
 	return 1;
 }

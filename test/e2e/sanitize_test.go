@@ -14,7 +14,10 @@ import (
 // hl_malloc, hl_free, ... (-DHEAPLENS_HARNESS, test/sanitize/rename.h): a
 // sanitizer runtime brings its own malloc, so the library cannot be preloaded
 // beside it. The library's calls to "the real malloc" go to the sanitizer's.
-var harnessSources = []string{"preload/heaplens.c", "preload/pools.c", "preload/python.c"}
+// openmp.c is left out: its GOMP_* wrappers would stand in for the
+// harness's own libgomp.
+var harnessSources = []string{"preload/boot.c", "preload/hooks.c", "preload/modules.c", "preload/pools.c",
+	"preload/python.c", "preload/ring.c", "preload/sampler.c"}
 
 func buildHarness(t *testing.T, dir, out, sanitize, src string) string {
 	t.Helper()

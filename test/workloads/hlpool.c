@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../preload/heaplens.h" /* the pool API's declarations */
+
 #define MAX_TASKS 65536
 
 struct task {
@@ -30,9 +32,9 @@ static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER, done_cv = PTHREAD_COND
 static struct task queue[MAX_TASKS];
 static int head, tail, running, waiting, gate = 1;
 
-static uint64_t (*capture)(void);
-static uint64_t (*enter)(uint64_t);
-static void (*leave)(uint64_t);
+static heaplens_pool_capture_fn capture;
+static heaplens_pool_enter_fn enter;
+static heaplens_pool_exit_fn leave;
 
 static void *worker(void *arg)
 {
@@ -62,9 +64,9 @@ static void *worker(void *arg)
 /* Starts the pool's workers, once. */
 int pool_start(int nworkers)
 {
-	capture = (uint64_t(*)(void))dlsym(RTLD_DEFAULT, "heaplens_pool_capture");
-	enter = (uint64_t(*)(uint64_t))dlsym(RTLD_DEFAULT, "heaplens_pool_enter");
-	leave = (void (*)(uint64_t))dlsym(RTLD_DEFAULT, "heaplens_pool_exit");
+	capture = (heaplens_pool_capture_fn)dlsym(RTLD_DEFAULT, "heaplens_pool_capture");
+	enter = (heaplens_pool_enter_fn)dlsym(RTLD_DEFAULT, "heaplens_pool_enter");
+	leave = (heaplens_pool_exit_fn)dlsym(RTLD_DEFAULT, "heaplens_pool_exit");
 	for (int i = 0; i < nworkers; i++) {
 		pthread_t th;
 		if (pthread_create(&th, NULL, worker, NULL))

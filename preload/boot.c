@@ -1,0 +1,242 @@
+/*
+ * Start-up of libheaplens.so: the allocator below us (found with dlsym,
+ * which may itself allocate: a static buffer serves it meanwhile), the
+ * library's state read from the environment, and a fork child's fresh
+ * start. The library as a whole is described in docs/architecture.md; it
+ * owns no mutex, and docs/preload-safety.md lists every call a hook can
+ * make and what that may lock.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+
+#include "internal.h"
+
+#define BOOT_DECL(name, ret, params) static ret boot_##name params;
+HL_ALLOCATOR(BOOT_DECL)
+#undef BOOT_DECL
+
+/* Read on every call: keep it together, in one cache line where possible. */
+struct hl_real real __attribute__((aligned(64))) = {
+#define BOOT_INIT(name, ret, params) .name = boot_##name,
+	HL_ALLOCATOR(BOOT_INIT)
+#undef BOOT_INIT
+};
+
+struct hl_global g;
+
+_Thread_local struct tls tls __asm__("heaplens_tls") __attribute__((tls_model("initial-exec"), used));
+
+uint32_t hl_tid(void) { return tid(); }
+
+int64_t now_ns(clockid_t c)
+{
+	struct timespec ts;
+	clock_gettime(c, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- bootstrap: dlsym may allocate before the real functions are known ---- */
+
+static char boot_buf[64 << 10] __attribute__((aligned(16)));
+static size_t boot_used;
+
+int in_boot(const void *p)
+{
+	return (const char *)p >= boot_buf && (const char *)p < boot_buf + sizeof boot_buf;
+}
+
+
+/* Bootstrap blocks are tagged like sampled blocks; p[-3] holds their size. */
+static void *boot_alloc(size_t n)
+{
+	size_t need = 2 * HDR + ((n + 15) & ~(size_t)15);
+	size_t at = __atomic_fetch_add(&boot_used, need, __ATOMIC_RELAXED);
+	if (n > sizeof boot_buf || at + need > sizeof boot_buf)
+		return NULL;
+	uint64_t *p = tag(boot_buf + at + HDR, HDR);
+	p[-3] = n;
+	return p;
+}
+
+static int resolving;
+
+static void resolve_real(void)
+{
+	if (__atomic_exchange_n(&resolving, 1, __ATOMIC_ACQ_REL))
+		return;
+	if (!RELAXED(real.secret)) {
+		uint64_t s = 0;
+		if (getrandom(&s, sizeof s, GRND_NONBLOCK) != sizeof s)
+			s = (uint64_t)now_ns(CLOCK_MONOTONIC) ^ (uint64_t)(uintptr_t)&s;
+		SET_RELAXED(real.mix, splitmix(&s) | 1);
+		__atomic_store_n(&real.secret, splitmix(&s) | 1, __ATOMIC_RELEASE);
+	}
+	struct hl_real found;
+#define FIND(name, ret, params)                                    \
+	*(void **)&found.name = dlsym(RTLD_NEXT, #name);            \
+	if (!found.name)                                            \
+		abort(); /* no allocator below us: nothing sane is possible */
+	HL_ALLOCATOR(FIND)
+#undef FIND
+	/*
+	 * Every other function first, malloc last with release: once malloc is
+	 * real, its blocks must never reach a bootstrap free or realloc.
+	 */
+#define PUBLISH(name, ret, params)                                            \
+	if (offsetof(struct hl_real, name) != offsetof(struct hl_real, malloc)) \
+		SET_RELAXED(real.name, found.name);
+	HL_ALLOCATOR(PUBLISH)
+#undef PUBLISH
+	__atomic_store_n(&real.malloc, found.malloc, __ATOMIC_RELEASE);
+	resolve_cond(); /* now, not at a thread's first wait: dlsym takes the loader lock */
+}
+
+/* While resolving (dlsym re-entered us) serve from the static buffer. */
+#define BOOT_READY() (resolve_real(), __atomic_load_n(&real.malloc, __ATOMIC_ACQUIRE) != boot_malloc)
+static void *boot_malloc(size_t n) { return BOOT_READY() ? NEXT(malloc)(n) : boot_alloc(n); }
+static void *boot_calloc(size_t k, size_t n)
+{
+	if (BOOT_READY())
+		return NEXT(calloc)(k, n);
+	size_t t;
+	return __builtin_mul_overflow(k, n, &t) ? NULL : boot_alloc(t); /* static memory is zero */
+}
+static void boot_free(void *p)
+{
+	if (BOOT_READY() && !in_boot(p))
+		NEXT(free)(p);
+}
+static void *boot_realloc(void *p, size_t n) { return BOOT_READY() ? NEXT(realloc)(p, n) : NULL; }
+static void *boot_memalign(size_t a, size_t n) { return BOOT_READY() ? NEXT(memalign)(a, n) : NULL; }
+static int boot_posix_memalign(void **r, size_t a, size_t n) { return BOOT_READY() ? NEXT(posix_memalign)(r, a, n) : ENOMEM; }
+static void *boot_aligned_alloc(size_t a, size_t n) { return BOOT_READY() ? NEXT(aligned_alloc)(a, n) : NULL; }
+static void *boot_valloc(size_t n) { return BOOT_READY() ? NEXT(valloc)(n) : NULL; }
+static void *boot_pvalloc(size_t n) { return BOOT_READY() ? NEXT(pvalloc)(n) : NULL; }
+static size_t boot_malloc_usable_size(void *p) { return BOOT_READY() ? NEXT(malloc_usable_size)(p) : 0; }
+
+/* ---- initialisation ---- */
+
+/*
+ * The environment is the program's and may hold anything: a value that is
+ * not a decimal number fitting in 64 bits within [lo, hi] gives dflt, so no
+ * value can make the program fail.
+ */
+static int parse_num(const char *s, uint64_t *v)
+{
+	if (!s || !*s)
+		return 0;
+	for (*v = 0; *s >= '0' && *s <= '9'; s++)
+		if (__builtin_mul_overflow(*v, 10, v) || __builtin_add_overflow(*v, (uint64_t)(*s - '0'), v))
+			return 0;
+	return !*s;
+}
+
+static uint64_t env_u64(const char *name, uint64_t lo, uint64_t hi, uint64_t dflt)
+{
+	uint64_t v;
+	return parse_num(getenv(name), &v) && v >= lo && v <= hi ? v : dflt;
+}
+
+/* An absolute path short enough for our names under it, else NULL: the library stays inert. */
+static const char *env_dir(void)
+{
+	const char *d = getenv("HEAPLENS_DIR");
+	return d && d[0] == '/' && strnlen(d, MAX_DIR + 1) <= MAX_DIR ? d : NULL;
+}
+
+static void atfork_child(void);
+
+void init_global(void)
+{
+	int expect = 0;
+	if (!__atomic_compare_exchange_n(&g.state, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return;
+	int saved = errno; /* a hook that succeeds leaves errno alone */
+	if (__atomic_load_n(&real.malloc, __ATOMIC_ACQUIRE) == boot_malloc)
+		resolve_real();
+	g.dir = env_dir();
+	g.rate = env_u64("HEAPLENS_RATE", 1, MAX_RATE, 512 << 10);
+	g.inv_log_keep = g.rate > 1 ? -1.0 / log1p(-1.0 / (double)g.rate) : 0;
+	g.seeded = parse_num(getenv("HEAPLENS_SEED"), &g.seed);
+	if (!g.seeded)
+		g.seed = RELAXED(real.secret);
+	g.want_size = env_u64("HEAPLENS_RING_SIZE", MIN_RING, MAX_RING, DEFAULT_RING);
+	if (g.want_size & (g.want_size - 1))
+		g.want_size = DEFAULT_RING;
+	/* --no-follow: only the agent's own child (before and after an exec) is profiled. */
+	g.follow = (int)env_u64("HEAPLENS_FOLLOW", 0, 1, 1); /* 0 or 1 */
+	uint64_t agent = env_u64("HEAPLENS_AGENT_PID", 1, INT32_MAX, 0);
+	g.find_object = (int (*)(void *, struct dl_find_object *))dlsym(RTLD_DEFAULT, "_dl_find_object");
+	if (g.dir && (g.follow || (uint64_t)getppid() == agent)) {
+		ring_create(0, 0, 0);
+		SET_RELAXED(g.active, g.ring != NULL);
+	}
+	if (g.active) {
+		pthread_atfork(NULL, NULL, atfork_child);
+		on_exit(on_exit_mark, NULL);
+	}
+	errno = saved;
+	__atomic_store_n(&g.state, 2, __ATOMIC_RELEASE);
+}
+
+__attribute__((constructor)) static void heaplens_init(void)
+{
+	tls.busy++;
+	init_global();
+	pools_init();
+	if (g.active) {
+		scan_modules();
+		py_detect();
+		__atomic_fetch_or(&g.ring->flags, HL_FLAG_INIT_DONE, __ATOMIC_RELEASE);
+	}
+	tls.busy--;
+}
+
+/*
+ * A fork child gets a fresh ring of its own: it must never write into the
+ * parent's, which the parent still shares. It is the only thread now, and
+ * runs nothing that another thread of the parent may have left locked: the
+ * module table is inherited (no loader lock), the ring is made with syscalls,
+ * and if any thread was unwinding at the fork this process never unwinds.
+ * docs/preload-safety.md lists what every hook may lock.
+ */
+static void atfork_child(void)
+{
+	if (__atomic_exchange_n(&g.unwinding, 0, __ATOMIC_RELAXED))
+		g.no_unwind = 1; /* for good, and in its own children */
+	tls.tid = 0;
+	pools_atfork_child();
+	struct hl_ring_header *parent = g.ring;
+	if (!parent)
+		return;
+	int64_t ppid = parent->pid;
+	uint32_t pseq = g.seq;
+	g.ring = NULL;
+	g.scanning = 0;
+	munmap(parent, HL_RING_HEADER_SIZE + g.ring_size);
+	if (!g.follow) {
+		g.active = 0;
+		tls.remaining = INT64_MAX / 2, tls.owed = 0;
+		return;
+	}
+	ring_create(HL_FLAG_FORKED | (g.no_unwind ? HL_FLAG_NO_UNWIND : 0), ppid, pseq);
+	if (!g.ring) {
+		g.active = 0;
+		tls.remaining = INT64_MAX / 2, tls.owed = 0;
+		return;
+	}
+	for (uint32_t i = 0; i < g.nmod; i++)
+		emit_module(&g.mod[i]);
+	py_atfork_child();
+	__atomic_fetch_or(&g.ring->flags, HL_FLAG_INIT_DONE, __ATOMIC_RELEASE);
+	if (!g.seeded)
+		g.seed ^= (uint64_t)getpid() * (uint64_t)0x9e3779b97f4a7c15ull;
+	tls.rng = splitmix(&g.seed);
+}

@@ -1,0 +1,30 @@
+/*
+ * The public API of libheaplens.so: what a program may call. Only a thread
+ * pool needs it, to say which thread a task's allocations are for
+ * (docs/pool-api.md). The library exists only in processes heaplens
+ * profiles: look the functions up with dlsym(RTLD_DEFAULT, "...") and call
+ * them when found, rather than linking against them.
+ */
+#ifndef HEAPLENS_H
+#define HEAPLENS_H
+
+#include <stdint.h>
+
+/* On the submitting thread, at submit: a token for its current stack; 0
+ * when heaplens is not profiling this process. */
+uint64_t heaplens_pool_capture(void);
+
+/* On the worker, before running the task: work for the token's thread
+ * until heaplens_pool_exit; returns what to pass to it. */
+uint64_t heaplens_pool_enter(uint64_t token);
+
+/* On the worker, after running the task: restore what the thread worked
+ * for before. Pairs nest. */
+void heaplens_pool_exit(uint64_t prev);
+
+/* The types of the three, for dlsym. */
+typedef uint64_t (*heaplens_pool_capture_fn)(void);
+typedef uint64_t (*heaplens_pool_enter_fn)(uint64_t);
+typedef void (*heaplens_pool_exit_fn)(uint64_t);
+
+#endif

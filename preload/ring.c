@@ -1,0 +1,335 @@
+/*
+ * The shared-memory ring this process writes its records into (layout:
+ * heaplens_ring.h, docs/ring-format.md): created per process image,
+ * backed as it fills, never blocking a writer; what does not fit is
+ * dropped and counted.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "internal.h"
+
+/* ---- the ring ---- */
+
+struct hl_ring_header *ring_now(void) { return __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE); }
+
+/*
+ * Backs data bytes [from, to) of the mapped ring: a sparse page first written
+ * on a full tmpfs would raise SIGBUS in the program, MADV_POPULATE_WRITE
+ * (Linux 5.14) fails instead. Needs no file descriptor, which a program that
+ * closes every fd it does not know of (or reuses its number) would break.
+ * Returns 0 or an errno; EFAULT (the fault would have been SIGBUS) is a full
+ * file system.
+ */
+static int populate(uint64_t from, uint64_t to)
+{
+	int tries = 0;
+	while (madvise(g.data + from, to - from, MADV_POPULATE_WRITE) != 0) {
+		if (errno != EINTR || ++tries == 8)
+			return errno == EFAULT ? ENOSPC : errno;
+	}
+	return 0;
+}
+
+/* Keeps half of what is backed, up to half a step, ahead of the head. */
+static uint64_t grow_at(uint64_t backed)
+{
+	if (backed >= g.ring_size)
+		return UINT64_MAX;
+	return backed - (backed / 2 < GROW_STEP / 2 ? backed / 2 : GROW_STEP / 2);
+}
+
+/* Backs [b, to) past backed b, then raises backed to at least to. 0 or an errno. */
+static int extend(struct hl_ring_header *h, uint64_t b, uint64_t to)
+{
+	int e = populate(b, to);
+	if (e) {
+		SET_RELAXED(h->backing_errno, (uint32_t)e);
+		SET_RELAXED(g.stopped, 1);
+		__atomic_fetch_or(&h->flags, HL_FLAG_BACKING_STOPPED, __ATOMIC_RELEASE);
+		return e;
+	}
+	while (b < to && !__atomic_compare_exchange_n(&h->backed, &b, to, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
+	return 0;
+}
+
+/*
+ * Backs the ring ahead of need, doubling what is backed, by at most
+ * GROW_STEP, until need leaves headroom: one thread at a time. Meanwhile a
+ * thread that finds no room backs the little it needs itself (populating a
+ * page twice is harmless), rather than drop or wait. A failure stops the
+ * backing for good, and the header says so. Returns the backed size now.
+ */
+static COLD uint64_t grow(struct hl_ring_header *h, uint64_t need)
+{
+	uint64_t b = __atomic_load_n(&h->backed, __ATOMIC_ACQUIRE), to = b;
+	if (RELAXED(g.stopped) || (need <= b && RELAXED(g.growing)))
+		return b;
+	if (__atomic_exchange_n(&g.growing, 1, __ATOMIC_ACQUIRE)) {
+		uint64_t want = (need + FIRST_CHUNK - 1) & ~(uint64_t)(FIRST_CHUNK - 1);
+		if (need > b)
+			extend(h, b, want < g.ring_size ? want : g.ring_size);
+		return __atomic_load_n(&h->backed, __ATOMIC_ACQUIRE);
+	}
+	while (need > grow_at(to))
+		to += to < GROW_STEP ? to : GROW_STEP;
+	to = to < g.ring_size ? to : g.ring_size;
+	if (to > b)
+		extend(h, b, to);
+	__atomic_store_n(&g.grow_at, grow_at(__atomic_load_n(&h->backed, __ATOMIC_ACQUIRE)), __ATOMIC_RELEASE);
+	__atomic_store_n(&g.growing, 0, __ATOMIC_RELEASE);
+	return __atomic_load_n(&h->backed, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Until backed reaches the ring size, positions are offsets (the ring has not
+ * wrapped), so [head, head + len) is writable iff head + len <= backed.
+ * ring_reserve near (or past) the end of what is backed: grows it first.
+ */
+static COLD int reserve_growing(uint64_t len, uint64_t *pos)
+{
+	struct hl_ring_header *h = RELAXED(g.ring);
+	uint64_t head = __atomic_load_n(&h->head, __ATOMIC_RELAXED);
+	for (;;) {
+		uint64_t tail = __atomic_load_n(&h->tail, __ATOMIC_ACQUIRE);
+		if (head + len - tail > g.ring_size || head + len > grow(h, head + len))
+			return 0;
+		if (__atomic_compare_exchange_n(&h->head, &head, head + len, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			break;
+	}
+	*pos = head;
+	return 1;
+}
+
+/* g.grow_at <= backed: below it no page needs backing. A tail call keeps this path free of spills. */
+int ring_reserve(uint64_t len, uint64_t *pos)
+{
+	struct hl_ring_header *h = RELAXED(g.ring);
+	uint64_t head = __atomic_load_n(&h->head, __ATOMIC_RELAXED);
+	for (;;) {
+		uint64_t tail = __atomic_load_n(&h->tail, __ATOMIC_ACQUIRE);
+		if (head + len - tail > g.ring_size)
+			return 0;
+		if (unlikely(head + len > __atomic_load_n(&g.grow_at, __ATOMIC_ACQUIRE)))
+			return reserve_growing(len, pos);
+		if (__atomic_compare_exchange_n(&h->head, &head, head + len, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			break;
+	}
+	*pos = head;
+	return 1;
+}
+
+void ring_put(uint64_t pos, uint64_t w)
+{
+	*(uint64_t *)(g.data + (pos & g.mask)) = w;
+}
+
+/* Writes n bytes from pos, zero-padded to whole words. */
+void ring_put_bytes(uint64_t pos, const void *src, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i += 8) {
+		uint64_t w = 0;
+		memcpy(&w, (const char *)src + i, n - i < 8 ? n - i : 8);
+		ring_put(pos + i, w);
+	}
+}
+
+void ring_commit(uint64_t pos, uint64_t hdr)
+{
+	__atomic_store_n((uint64_t *)(g.data + (pos & g.mask)), hdr, __ATOMIC_RELEASE);
+}
+
+void count_drop(uint64_t *field)
+{
+	if (ring_now())
+		__atomic_fetch_add(field, 1, __ATOMIC_RELAXED);
+	else
+		__atomic_fetch_add(&g.early_drops, 1, __ATOMIC_RELAXED);
+}
+
+static void read_file(const char *path, char *buf, uint32_t cap, uint32_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	uint32_t n = 0;
+	if (fd >= 0) {
+		ssize_t r;
+		while (n < cap && (r = read(fd, buf + n, cap - n)) > 0)
+			n += (uint32_t)r;
+		close(fd);
+	}
+	*len = n;
+}
+
+/* Appends v in decimal (snprintf may allocate). */
+static char *put_num(char *q, uint64_t v)
+{
+	char num[24];
+	int k = 0;
+	do
+		num[k++] = (char)('0' + v % 10);
+	while (v /= 10);
+	while (k)
+		*q++ = num[--k];
+	return q;
+}
+
+/* dir + "/" + name + number ...: the caller checked that the directory leaves room. */
+static char *put_name(char *q, const char *name)
+{
+	size_t dl = strlen(g.dir), nl = strlen(name);
+	memcpy(q, g.dir, dl), q += dl;
+	*q++ = '/';
+	memcpy(q, name, nl);
+	return q + nl;
+}
+
+/*
+ * No ring for this process image: it runs unprofiled, and says so with an
+ * empty file (an inode, no blocks: it fits where the ring did not),
+ * unprofiled.<pid>.<errno>.<ring bytes>.<comm>, which the agent reports.
+ */
+static void mark_unprofiled(int err, uint64_t size)
+{
+	char path[4096], comm[32];
+	uint32_t cl;
+	char *q = put_name(path, "unprofiled.");
+	q = put_num(q, (uint64_t)getpid()), *q++ = '.';
+	q = put_num(q, (uint64_t)err), *q++ = '.';
+	q = put_num(q, size), *q++ = '.';
+	read_file("/proc/self/comm", comm, sizeof comm - 1, &cl);
+	for (uint32_t i = 0; i < cl && comm[i] != '\n'; i++) {
+		char c = comm[i];
+		int plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+		*q++ = plain ? c : '_';
+	}
+	*q = 0;
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Backs the file's first bytes (posix_fallocate). Returns 0 or an errno. */
+static int back(int fd, uint64_t bytes)
+{
+	int e, tries = 0;
+	while ((e = posix_fallocate(fd, 0, (off_t)bytes)) == EINTR && ++tries < 100)
+		;
+	return e;
+}
+
+/*
+ * Creates HEAPLENS_DIR/ring.<pid>.<seq> of g.want_size data bytes, backing
+ * only the header and the first FIRST_CHUNK bytes now (backing it all cost
+ * milliseconds and megabytes per process image); ring_reserve backs the rest
+ * as the ring fills. When not even the first chunk can be backed it leaves
+ * g.ring NULL and marks the process unprofiled. The ring is built as
+ * new.<pid> and linked into place complete, so that the agent never maps a
+ * file still being sized. Only syscalls, no allocation.
+ */
+void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
+{
+	char tmp[4096], path[4096];
+	int64_t pid = getpid();
+	*put_num(put_name(tmp, "new."), (uint64_t)pid) = 0;
+	unlink(tmp); /* left by an earlier image of this pid, killed while it made its ring */
+	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		mark_unprofiled(errno, g.want_size);
+		return;
+	}
+	uint64_t size = g.want_size, first = size < FIRST_CHUNK ? size : FIRST_CHUNK;
+	int err = ftruncate(fd, (off_t)(HL_RING_HEADER_SIZE + size)) ? errno : back(fd, HL_RING_HEADER_SIZE + first);
+	void *m = err ? MAP_FAILED : mmap(NULL, HL_RING_HEADER_SIZE + size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED && !err)
+		err = errno;
+	g.data = (uint8_t *)m + HL_RING_HEADER_SIZE;
+	g.ring_size = size;
+	g.growing = g.stopped = 0;
+	uint64_t backed = first;
+	int late = 0;
+	/*
+	 * Populating pages that are backed already fails only without
+	 * MADV_POPULATE_WRITE (before Linux 5.14, or a seccomp filter): then
+	 * back it all now, as far as the file system lets.
+	 */
+	if (!err && populate(0, first)) {
+		late = back(fd, HL_RING_HEADER_SIZE + size);
+		backed = late ? first : size;
+	}
+	close(fd);
+	if (m == MAP_FAILED) {
+		unlink(tmp);
+		mark_unprofiled(err, g.want_size);
+		return;
+	}
+	struct hl_ring_header *h = m;
+	h->version = HL_RING_VERSION;
+	h->header_size = HL_RING_HEADER_SIZE;
+	h->data_size = size;
+	h->pid = pid;
+	h->ppid = getppid();
+	h->start_mono_ns = now_ns(CLOCK_MONOTONIC);
+	h->start_real_ns = now_ns(CLOCK_REALTIME);
+	h->rate = g.rate;
+	h->parent_pid = parent_pid;
+	h->parent_seq = parent_seq;
+	h->backed = backed;
+	if (late) {
+		flags |= HL_FLAG_BACKING_STOPPED;
+		h->backing_errno = (uint32_t)late;
+		g.stopped = 1;
+	}
+	h->dropped_alloc = __atomic_exchange_n(&g.early_drops, 0, __ATOMIC_RELAXED);
+	read_file("/proc/self/cmdline", h->cmdline, sizeof h->cmdline, &h->cmdline_len);
+	ssize_t el = readlink("/proc/self/exe", h->exe, sizeof h->exe - 1);
+	h->exe_len = el > 0 ? (uint32_t)el : 0;
+	h->flags = flags;
+	h->magic = HL_RING_MAGIC;
+	/* The first free seq from 0: an exec keeps the pid and takes the next. */
+	err = EEXIST;
+	for (uint32_t seq = 0; seq < 1000 && err == EEXIST; seq++) {
+		char *q = put_name(path, "ring.");
+		q = put_num(q, (uint64_t)pid), *q++ = '.';
+		*put_num(q, seq) = 0;
+		h->seq = g.seq = seq;
+		err = link(tmp, path) ? errno : 0;
+	}
+	unlink(tmp);
+	if (err) {
+		munmap(m, HL_RING_HEADER_SIZE + size);
+		mark_unprofiled(err, g.want_size);
+		return;
+	}
+	g.mask = size - 1;
+	g.grow_at = grow_at(backed);
+	__atomic_store_n(&g.ring, h, __ATOMIC_RELEASE);
+}
+
+void emit_mark(uint64_t kind, uint64_t value)
+{
+	uint64_t pos;
+	struct hl_ring_header *h = ring_now();
+	if (!h)
+		return;
+	if (!ring_reserve(32, &pos)) {
+		__atomic_fetch_add(&h->dropped_other, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
+	ring_put(pos + 16, kind);
+	ring_put(pos + 24, value);
+	ring_commit(pos, hl_rec_header(32, HL_REC_MARK, 0, 0));
+}
+
+/* The exit status of a process heaplens does not wait for itself. _exit and signals leave no mark. */
+void on_exit_mark(int status, void *arg)
+{
+	(void)arg;
+	tls.busy++;
+	emit_mark(HL_MARK_EXIT, (uint64_t)(uint32_t)status);
+	tls.busy--;
+}
