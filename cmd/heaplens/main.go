@@ -24,6 +24,7 @@ usage:
                   [--at D] [--lifetime D] [--min-age D]
   heaplens serve CAPTURE [--addr 127.0.0.1:0]
   heaplens run --live [--live-wait] ... -- COMMAND
+  heaplens run --pprof-addr ADDR | --push URL [--app NAME] [--label K=V]... -- COMMAND
   heaplens diff BASE NEW [--view allocs,peak,leaks] [--format text|json|pprof]
                 [--fail-over SIZE] [-o OUT]
   heaplens dump CAPTURE
@@ -95,6 +96,8 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	live := fs.Bool("live", false, "serve the web UI while the command runs (the URL is printed on standard error)")
 	liveAddr := fs.String("live-addr", "127.0.0.1:0", "address of the --live web UI (port 0 picks a free port)")
 	liveWait := fs.Bool("live-wait", false, "with --live, keep serving after the command ends, until interrupted")
+	var ff fleetFlags
+	ff.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return exitCode(err)
 	}
@@ -107,10 +110,20 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "heaplens run: %v\n", err)
 		return 2
 	}
+	if err := ff.check(o.Command); err != nil {
+		fmt.Fprintf(stderr, "heaplens run: %v\n", err)
+		return 2
+	}
+	stopFleet, err := ff.start(&o, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "heaplens run: %v\n", err)
+		return 1
+	}
 	if *live {
 		o.Started = func(capturePath string) { startLive(capturePath, *liveAddr, stderr) }
 	}
 	res, err := launch.Run(o)
+	stopFleet()
 	switch {
 	case err != nil && res != nil && res.Status != "":
 		// The command ran: its exit status stands, whatever went wrong

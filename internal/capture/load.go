@@ -220,7 +220,7 @@ func (c *Capture) Resolve() {
 			return
 		}
 		if next == 0 {
-			next = 1 + max(maxKey(c.Locations), maxKey(c.Stacks), maxKey(c.Mappings))
+			next = c.MaxID() + 1
 		}
 		c.Locations[next] = missing(next, fmt.Sprintf("<unknown stack %d>", id))
 		c.Stacks[id] = &Stack{ID: id, Locations: []uint64{next}}
@@ -236,6 +236,12 @@ func (c *Capture) Resolve() {
 
 func missing(id uint64, label string) *Location {
 	return &Location{ID: id, Kind: KindMissing, Lines: []Line{{Function: label}}}
+}
+
+// MaxID returns the largest Mapping, Location or Stack ID: those made up
+// after reading take the IDs above it.
+func (c *Capture) MaxID() uint64 {
+	return max(maxKey(c.Locations), maxKey(c.Stacks), maxKey(c.Mappings))
 }
 
 func maxKey[V any](m map[uint64]V) uint64 {

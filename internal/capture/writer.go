@@ -34,7 +34,22 @@ type Writer struct {
 	err     error
 	chunks  int
 	closed  bool
+	obs     Observer
+	rec     Record // what obs is shown, reused: a record it keeps is copied
 }
+
+// An Observer sees every record a Writer writes, as it is written: a
+// continuous profile kept beside the file (internal/fleet). It runs on the
+// writer's goroutine, so it must be quick; it must not modify the records,
+// and must copy the Record to keep it (the Writer reuses it), though it may
+// keep the pointed-to records (Process, Mapping, Location, Stack, End,
+// Note), which the writer's callers never change after writing.
+type Observer interface {
+	Observe(r *Record)
+}
+
+// SetObserver makes o see every record written from now on.
+func (w *Writer) SetObserver(o Observer) { w.obs = o }
 
 // NewWriter writes the file header to w and returns a Writer for the
 // records. The caller closes w after Close.
@@ -108,6 +123,10 @@ func (w *Writer) Meta(m *Meta) error {
 		return w.err
 	}
 	w.scratch = appendMeta(w.scratch[:0], m)
+	if w.obs != nil {
+		w.rec = Record{Type: RecMeta, Meta: m}
+		w.obs.Observe(&w.rec)
+	}
 	return w.record(RecMeta)
 }
 
@@ -117,6 +136,10 @@ func (w *Writer) Process(p *Process) error {
 		return w.err
 	}
 	w.scratch = appendProcess(w.scratch[:0], p)
+	if w.obs != nil {
+		w.rec = Record{Type: RecProcess, Process: p}
+		w.obs.Observe(&w.rec)
+	}
 	return w.record(RecProcess)
 }
 
@@ -129,6 +152,10 @@ func (w *Writer) Mapping(m *Mapping) error {
 		return fmt.Errorf("capture: mapping %q has reserved ID 0", m.File)
 	}
 	w.scratch = appendMapping(w.scratch[:0], m)
+	if w.obs != nil {
+		w.rec = Record{Type: RecMapping, Mapping: m}
+		w.obs.Observe(&w.rec)
+	}
 	return w.record(RecMapping)
 }
 
@@ -141,6 +168,10 @@ func (w *Writer) Location(l *Location) error {
 		return fmt.Errorf("capture: location at %#x has reserved ID 0", l.Address)
 	}
 	w.scratch = appendLocation(w.scratch[:0], l)
+	if w.obs != nil {
+		w.rec = Record{Type: RecLocation, Location: l}
+		w.obs.Observe(&w.rec)
+	}
 	return w.record(RecLocation)
 }
 
@@ -153,6 +184,10 @@ func (w *Writer) Stack(s *Stack) error {
 		return fmt.Errorf("capture: stack has reserved ID 0")
 	}
 	w.scratch = appendStack(w.scratch[:0], s)
+	if w.obs != nil {
+		w.rec = Record{Type: RecStack, Stack: s}
+		w.obs.Observe(&w.rec)
+	}
 	return w.record(RecStack)
 }
 
@@ -162,6 +197,10 @@ func (w *Writer) Alloc(a *Alloc) error {
 		return w.err
 	}
 	w.scratch = appendAlloc(w.scratch[:0], a)
+	if w.obs != nil {
+		w.rec = Record{Type: RecAlloc, Alloc: *a}
+		w.obs.Observe(&w.rec)
+	}
 	return w.record(RecAlloc)
 }
 
@@ -171,6 +210,10 @@ func (w *Writer) Free(f *Free) error {
 		return w.err
 	}
 	w.scratch = appendFree(w.scratch[:0], f)
+	if w.obs != nil {
+		w.rec = Record{Type: RecFree, Free: *f}
+		w.obs.Observe(&w.rec)
+	}
 	return w.record(RecFree)
 }
 
@@ -180,6 +223,10 @@ func (w *Writer) End(e *End) error {
 		return w.err
 	}
 	w.scratch = appendEnd(w.scratch[:0], e)
+	if w.obs != nil {
+		w.rec = Record{Type: RecEnd, End: e}
+		w.obs.Observe(&w.rec)
+	}
 	return w.record(RecEnd)
 }
 
@@ -189,6 +236,10 @@ func (w *Writer) RSS(r *RSS) error {
 		return w.err
 	}
 	w.scratch = appendRSS(w.scratch[:0], r)
+	if w.obs != nil {
+		w.rec = Record{Type: RecRSS, RSS: *r}
+		w.obs.Observe(&w.rec)
+	}
 	return w.record(RecRSS)
 }
 
@@ -198,6 +249,10 @@ func (w *Writer) Note(n *Note) error {
 		return w.err
 	}
 	w.scratch = appendNote(w.scratch[:0], n)
+	if w.obs != nil {
+		w.rec = Record{Type: RecNote, Note: n}
+		w.obs.Observe(&w.rec)
+	}
 	return w.record(RecNote)
 }
 
@@ -207,6 +262,10 @@ func (w *Writer) Origin(o *Origin) error {
 		return w.err
 	}
 	w.scratch = appendOrigin(w.scratch[:0], o)
+	if w.obs != nil {
+		w.rec = Record{Type: RecOrigin, Origin: *o}
+		w.obs.Observe(&w.rec)
+	}
 	return w.record(RecOrigin)
 }
 

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/pprof/profile"
 
@@ -37,7 +39,19 @@ import (
 // Line per inlined function, innermost first. Python frames have no mapping
 // and address 0: function = qualified name, filename = co_filename.
 func PProf(w io.Writer, c *capture.Capture, alloc, inuse *heap.Profile) error {
+	return writeProfile(w, buildPProf(c, alloc, inuse))
+}
+
+// PProfWindow is PProf for profiles that cover the window [start,
+// start+d), such as the deltas a fleet profiler takes: it stamps the window
+// as TimeNanos and DurationNanos, as Go's delta profiles do.
+func PProfWindow(w io.Writer, c *capture.Capture, alloc, inuse *heap.Profile, start time.Time, d time.Duration) error {
 	p := buildPProf(c, alloc, inuse)
+	p.TimeNanos, p.DurationNanos = start.UnixNano(), d.Nanoseconds()
+	return writeProfile(w, p)
+}
+
+func writeProfile(w io.Writer, p *profile.Profile) error {
 	if err := p.CheckValid(); err != nil {
 		return fmt.Errorf("pprof: %w", err)
 	}
@@ -92,6 +106,9 @@ func buildPProf(c *capture.Capture, alloc, inuse *heap.Profile) *profile.Profile
 					Label: map[string][]string{}, NumLabel: map[string][]int64{}}
 				if pr := c.Process(s.Stream); pr != nil {
 					ps.Label["pid"] = []string{strconv.Itoa(pr.PID)}
+					if pr.Exe != "" {
+						ps.Label["process"] = []string{filepath.Base(pr.Exe)}
+					}
 				}
 				if s.TID != 0 {
 					ps.NumLabel["thread_id"] = []int64{int64(s.TID)}

@@ -39,6 +39,9 @@ type Options struct {
 	// Started, if set, is called with the capture path once the capture
 	// file holds its Meta record (heaplens run --live serves it from then).
 	Started func(capture string)
+	// Observer, if set, sees every record as it is written to the capture
+	// (the continuous profile of heaplens run --pprof-addr and --push).
+	Observer capture.Observer
 }
 
 // Result is what a run produced.
@@ -126,6 +129,9 @@ func Run(o Options) (*Result, error) {
 	w, err := capture.NewWriter(f)
 	if err != nil {
 		return &Result{ExitCode: 1}, err
+	}
+	if o.Observer != nil {
+		w.SetObserver(o.Observer)
 	}
 	host, _ := os.Hostname()
 	if err := w.Meta(&capture.Meta{

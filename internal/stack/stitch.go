@@ -23,18 +23,25 @@ func Stitch(c *capture.Capture) {
 		return
 	}
 	c.Stitched = true
-	s := stitcher{c: c, names: map[frameKey]uint64{}, stacks: map[string]uint64{}, origins: map[originKey]*capture.Origin{}}
+	var s *Stitcher
 	for i := range c.Allocs {
 		a := &c.Allocs[i]
-		if a.Method == capture.MethodSelf && a.Origin == 0 {
+		if !ForPool(a) {
 			continue
 		}
-		if s.next == 0 {
-			s.init()
+		if s == nil {
+			s = NewStitcher(c, c.MaxID()+1)
+			for i := range c.Origins {
+				s.Origin(&c.Origins[i])
+			}
 		}
 		a.StackID = s.stitch(a)
 	}
 }
+
+// ForPool reports whether an allocation was made for another thread, and
+// so needs stitching.
+func ForPool(a *capture.Alloc) bool { return a.Method != capture.MethodSelf || a.Origin != 0 }
 
 type originKey struct {
 	stream uint32
@@ -46,7 +53,10 @@ type frameKey struct {
 	method uint8
 }
 
-type stitcher struct {
+// A Stitcher stitches pool work one allocation at a time, as records
+// arrive (a continuous profile, internal/fleet), into the Locations and
+// Stacks of c, with IDs from first upwards that the caller keeps free.
+type Stitcher struct {
 	c       *capture.Capture
 	next    uint64              // the next free ID for synthetic Locations and Stacks
 	names   map[frameKey]uint64 // synthetic frame → Location ID
@@ -55,28 +65,37 @@ type stitcher struct {
 	key     []byte
 }
 
-func (s *stitcher) init() {
-	var top uint64
-	for id := range s.c.Locations {
-		top = max(top, id)
-	}
-	for id := range s.c.Stacks {
-		top = max(top, id)
-	}
-	for id := range s.c.Mappings {
-		top = max(top, id)
-	}
-	s.next = top + 1
-	for i := range s.c.Origins {
-		o := &s.c.Origins[i]
-		k := originKey{o.Stream, o.Token}
-		if _, dup := s.origins[k]; !dup {
-			s.origins[k] = o
-		}
+// NewStitcher returns a Stitcher adding to c.
+func NewStitcher(c *capture.Capture, first uint64) *Stitcher {
+	return &Stitcher{c: c, next: first, names: map[frameKey]uint64{}, stacks: map[string]uint64{}, origins: map[originKey]*capture.Origin{}}
+}
+
+// Origin makes an origin's stack known; the first for a token counts.
+func (s *Stitcher) Origin(o *capture.Origin) {
+	k := originKey{o.Stream, o.Token}
+	if _, dup := s.origins[k]; !dup {
+		s.origins[k] = o
 	}
 }
 
-func (s *stitcher) stitch(a *capture.Alloc) uint64 {
+// Forget drops an origin no allocation will name again, to bound memory.
+func (s *Stitcher) Forget(stream uint32, token uint64) { delete(s.origins, originKey{stream, token}) }
+
+// Known reports whether an allocation's origin stack is known (or it needs
+// none), so that Stack would not say "stack not recorded".
+func (s *Stitcher) Known(a *capture.Alloc) bool {
+	if a.Origin == 0 {
+		return true
+	}
+	_, ok := s.origins[originKey{a.Stream, a.Origin}]
+	return ok
+}
+
+// Stack returns the stitched stack of a pool worker's allocation (see
+// Stitch), adding it to the capture when new.
+func (s *Stitcher) Stack(a *capture.Alloc) uint64 { return s.stitch(a) }
+
+func (s *Stitcher) stitch(a *capture.Alloc) uint64 {
 	var worker []uint64
 	if st := s.c.Stacks[a.StackID]; st != nil {
 		worker = s.trimThreadEntry(st.Locations)
@@ -109,7 +128,7 @@ func (s *stitcher) stitch(a *capture.Alloc) uint64 {
 }
 
 // frame returns the ID of a synthetic Location with one function name.
-func (s *stitcher) frame(name string, kind capture.Kind, method uint8) uint64 {
+func (s *Stitcher) frame(name string, kind capture.Kind, method uint8) uint64 {
 	k := frameKey{name, method}
 	if id, ok := s.names[k]; ok {
 		return id
@@ -121,7 +140,7 @@ func (s *stitcher) frame(name string, kind capture.Kind, method uint8) uint64 {
 	return id
 }
 
-func (s *stitcher) file(loc uint64) string {
+func (s *Stitcher) file(loc uint64) string {
 	if l := s.c.Locations[loc]; l != nil {
 		if m := s.c.Mappings[l.MappingID]; m != nil {
 			return filepath.Base(m.File)
@@ -136,7 +155,7 @@ func isLibc(file string) bool {
 
 // trimThreadEntry drops the root frames in libc (clone3, start_thread): the
 // origin's stack takes their place.
-func (s *stitcher) trimThreadEntry(locs []uint64) []uint64 {
+func (s *Stitcher) trimThreadEntry(locs []uint64) []uint64 {
 	n := len(locs)
 	for n > 1 && isLibc(s.file(locs[n-1])) {
 		n--
@@ -146,7 +165,7 @@ func (s *stitcher) trimThreadEntry(locs []uint64) []uint64 {
 
 // library names the pool a worker runs in: its outermost module outside
 // libc, without directory or version ("libgomp" for libgomp.so.1).
-func (s *stitcher) library(worker []uint64) string {
+func (s *Stitcher) library(worker []uint64) string {
 	for i := len(worker) - 1; i >= 0; i-- {
 		f := s.file(worker[i])
 		if f == "" || isLibc(f) {
