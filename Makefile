@@ -37,7 +37,7 @@ test-cpython: deps bin/heaplens
 	$(GO) test -count=1 -timeout 150m -v -run TestCPythonSlice ./test/cpython -full
 
 bench: bin/heaplens
-	$(GO) run ./bench/cmd/hlbench && $(GO) run ./bench/cmd/hlpybench && $(GO) run ./bench/cmd/hlcompare -no-build
+	$(GO) run ./bench/cmd/hlbench -no-build
 
 # The demo needs only a C compiler and Go, not the test suite's packages.
 demo:

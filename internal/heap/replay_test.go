@@ -315,7 +315,7 @@ func TestReplayViews(t *testing.T) {
 	}
 }
 
-// churn builds a capture shaped like bench/cmd/hlcompare's synthetic one:
+// churn builds a capture shaped like the synthetic one of hlbench compare:
 // n allocations at the default rate whose live set grows to n/10 blocks,
 // after which each allocation frees a random live block.
 func churn(n int) *capture.Capture {

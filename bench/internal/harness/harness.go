@@ -226,3 +226,16 @@ func binomCDF(n, k int) float64 {
 	}
 	return p / math.Pow(2, float64(n))
 }
+
+// Finite is x, or 0 for NaN and ±Inf, which JSON cannot hold.
+func Finite(x float64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0
+	}
+	return x
+}
+
+// F1, F2 and F3 format x with 1, 2 or 3 decimals, for tables.
+func F1(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) }
+func F2(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) }
+func F3(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }

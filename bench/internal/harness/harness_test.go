@@ -2,6 +2,7 @@ package harness
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -87,5 +88,17 @@ func TestPairedRatio(t *testing.T) {
 		if !near(iv.Median, tc.med) || !near(iv.Lo, tc.lo) || !near(iv.Hi, tc.hi) || !near(iv.Conf, tc.c) {
 			t.Errorf("%s: got %+v, want median %v [%v, %v] at %v", tc.name, iv, tc.med, tc.lo, tc.hi, tc.c)
 		}
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	var ws Warnings
+	ws.Add("heaplens: warning: dropped 0x41f610")
+	ws.Add("heaplens: warning: dropped 0x7f6394156930")
+	ws.Note("run 1", "ok\nheaplens: warning: pid 12345 ran unprofiled\nCorrecting symbol for x (warning)\n", "Correcting symbol")
+	ws.Note("run 1", "heaplens: warning: pid 67890 ran unprofiled\n")
+	want := []string{"heaplens: warning: dropped 0x41f610", "run 1: heaplens: warning: pid 12345 ran unprofiled"}
+	if strings.Join(ws.List, "|") != strings.Join(want, "|") {
+		t.Errorf("warnings = %q, want %q", ws.List, want)
 	}
 }

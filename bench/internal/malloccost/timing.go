@@ -1,9 +1,8 @@
-package main
+package malloccost
 
 import (
 	"fmt"
 	"math"
-	"os"
 	"strconv"
 	"time"
 
@@ -86,7 +85,7 @@ func (b *bench) pairsTiming(perSampleNs map[int]float64) ([]PairResult, error) {
 		r := PairResult{Size: c.size, Threads: c.threads, Variant: c.variant, Iters: iters}
 		modes := []mode{bare, inactive, profiled}
 		dst := []*[]float64{&r.BareNs, &r.InactiveNs, &r.HeaplensNs}
-		for i := 0; i < b.o.runs; i++ {
+		for i := 0; i < b.o.Runs; i++ {
 			for _, j := range harness.Rotation(len(modes), i) {
 				kv, err := b.runOnce(modes[j], defaultRate, c.env, b.pairs, args(iters)...)
 				if err != nil {
@@ -103,7 +102,7 @@ func (b *bench) pairsTiming(perSampleNs map[int]float64) ([]PairResult, error) {
 		r.Unsampled = r.Added - r.SampleProb*perSampleNs[c.threads]
 		r.Budget = r.Bare + r.SampleProb*perSampleNs[c.threads] + slack(c.size, r.Bare)
 		r.Within = r.Heaplens <= r.Budget
-		fmt.Fprintf(os.Stderr, "hlbench: %s: bare %.1f ns, heaplens %.1f ns (×%.2f)\n", pairLabel(r), r.Bare, r.Heaplens, r.Ratio)
+		logf("%s: bare %.1f ns, heaplens %.1f ns (×%.2f)", pairLabel(r), r.Bare, r.Heaplens, r.Ratio)
 		res = append(res, r)
 	}
 	return res, nil
@@ -210,7 +209,7 @@ func (b *bench) sampleCost(r *SampleResult, prog, key string, args func(n uint64
 	r.N = n
 	modes := []mode{bare, profiled}
 	dst := []*[]float64{&r.BareNs, &r.Rate1Ns}
-	for i := 0; i < b.o.runs; i++ {
+	for i := 0; i < b.o.Runs; i++ {
 		for _, j := range harness.Rotation(len(modes), i) {
 			kv, err := b.runOnce(modes[j], 1, nil, prog, args(n)...)
 			if err != nil {
@@ -220,7 +219,7 @@ func (b *bench) sampleCost(r *SampleResult, prog, key string, args func(n uint64
 		}
 	}
 	r.PerSampleNs = harness.Median(r.Rate1Ns) - harness.Median(r.BareNs)
-	fmt.Fprintf(os.Stderr, "hlbench: sample, %s: %.2f µs\n", sampleLabel(*r), r.PerSampleNs/1000)
+	logf("sample, %s: %.2f µs", sampleLabel(*r), r.PerSampleNs/1000)
 	return nil
 }
 

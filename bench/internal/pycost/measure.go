@@ -1,4 +1,4 @@
-package main
+package pycost
 
 import (
 	"fmt"
@@ -60,8 +60,8 @@ func (b *bench) perSample() ([]SampleResult, error) {
 		}
 		perAlloc := func(m Measurement) float64 { return m.KV["ns_per_alloc"] }
 		wall := func(m Measurement) float64 { return m.WallS }
-		r.BareNs, r.Rate1Ns, r.Rate1NoPyNs = field(ms[0], perAlloc), field(ms[1], perAlloc), field(ms[2], perAlloc)
-		r.BareWallS, r.Rate1WallS = field(ms[0], wall), field(ms[1], wall)
+		r.BareNs, r.Rate1Ns, r.Rate1NoPyNs = harness.Field(ms[0], perAlloc), harness.Field(ms[1], perAlloc), harness.Field(ms[2], perAlloc)
+		r.BareWallS, r.Rate1WallS = harness.Field(ms[0], wall), harness.Field(ms[1], wall)
 		k := r.AllocsPerIt
 		r.PerSampleUs = (harness.Median(r.Rate1Ns) - harness.Median(r.BareNs)) / k / 1000
 		r.NoPyUs = (harness.Median(r.Rate1NoPyNs) - harness.Median(r.BareNs)) / k / 1000
@@ -98,7 +98,7 @@ func (b *bench) countFrames(r *SampleResult) error {
 	r.NativeFrames, r.PythonFrames = countStack(stack)
 	r.AllocsPerIt = float64(bytes) / float64(r.Size) / float64(n)
 	if r.AllocsPerIt < 0.99 || r.AllocsPerIt > 1.01 {
-		b.warn(fmt.Sprintf("py_deep %d levels: %.3f sampled allocations per loop iteration at rate 1, not 1", r.Levels, r.AllocsPerIt))
+		b.warnings.Add(fmt.Sprintf("py_deep %d levels: %.3f sampled allocations per loop iteration at rate 1, not 1", r.Levels, r.AllocsPerIt))
 	}
 	if r.AllocsPerIt <= 0 {
 		r.AllocsPerIt = 1

@@ -1,10 +1,9 @@
-package main
+package compare
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -20,9 +19,8 @@ type bench struct {
 	tmp       string
 	heaplens  string // the binary measured
 	workloads string // bench/workloads
-	warnings  []string
-	seen      map[string]bool // normalised warnings already recorded
-	nCapture  int             // numbers capture files
+	warnings  harness.Warnings
+	nCapture  int // numbers capture files
 }
 
 // config is one way of running a workload.
@@ -137,7 +135,7 @@ func (b *bench) command(c config, w *workload, args []string) (argv []string, ca
 
 // unavailable says why c cannot run w, "" when it can.
 func (b *bench) unavailable(c config, w *workload) string {
-	if !b.o.peers && (c.profiler == "heaptrack" || c.profiler == "memray") {
+	if !b.o.Peers && (c.profiler == "heaptrack" || c.profiler == "memray") {
 		return "not run (-peers=false)"
 	}
 	if c.noPython && !w.python {
@@ -187,7 +185,9 @@ func (b *bench) runOnce(c config, w *workload, args []string, keep bool) (Measur
 	}
 	label := fmt.Sprintf("%s under %s (%s)", w.Name, c.Name, strings.Join(args, " "))
 	r, err := harness.Run(cmd)
-	b.noteWarnings(c, w, r.Stdout+"\n"+r.Stderr)
+	// memray patches the symbols of a statically linked python at start-up
+	// and says so every run: benign.
+	b.warnings.Note(w.Name+", "+c.Name, r.Stdout+"\n"+r.Stderr, "Correcting symbol for")
 	if err != nil {
 		return m, fmt.Errorf("%s: %w", label, err)
 	}
@@ -227,7 +227,7 @@ func (b *bench) runOnce(c config, w *workload, args []string, keep bool) (Measur
 		}
 		m.CaptureBytes = harness.FileSize(capture)
 		if m.CaptureBytes == 0 {
-			b.warn(fmt.Sprintf("%s: no capture file written", label))
+			b.warnings.Add(fmt.Sprintf("%s: no capture file written", label))
 		}
 		if keep {
 			m.capture = capture
@@ -238,12 +238,12 @@ func (b *bench) runOnce(c config, w *workload, args []string, keep bool) (Measur
 	return m, nil
 }
 
-// interleave runs every configuration b.o.runs times, in the rotated order
+// interleave runs every configuration b.o.Runs times, in the rotated order
 // of harness.Rotation, and returns the measurements per configuration.
 // keep(j, i) says whether to keep the capture of configuration j in round i.
 func (b *bench) interleave(w *workload, args []string, cfgs []config, keep func(j, i int) bool) ([][]Measurement, error) {
 	res := make([][]Measurement, len(cfgs))
-	for i := 0; i < b.o.runs; i++ {
+	for i := 0; i < b.o.Runs; i++ {
 		for _, j := range harness.Rotation(len(cfgs), i) {
 			m, err := b.runOnce(cfgs[j], w, args, keep != nil && keep(j, i))
 			if err != nil {
@@ -253,46 +253,4 @@ func (b *bench) interleave(w *workload, args []string, cfgs []config, keep func(
 		}
 	}
 	return res, nil
-}
-
-// hexAddr matches addresses and pids, which differ run by run in
-// otherwise equal warnings.
-var hexAddr = regexp.MustCompile(`0x[0-9a-fA-F]+|\b\d{3,}\b`)
-
-// warn records w once: warnings that differ only in numbers count as one,
-// and the first is kept as written.
-func (b *bench) warn(w string) {
-	k := hexAddr.ReplaceAllString(w, "N")
-	if b.seen == nil {
-		b.seen = map[string]bool{}
-	}
-	if b.seen[k] {
-		return
-	}
-	b.seen[k] = true
-	b.warnings = append(b.warnings, w)
-}
-
-// noteWarnings keeps the profilers' warnings (dropped records above all: a
-// run that dropped samples did less work than it should have) once each.
-func (b *bench) noteWarnings(c config, w *workload, out string) {
-	for _, l := range strings.Split(out, "\n") {
-		// memray patches the symbols of a statically linked python at
-		// start-up and says so every run: benign.
-		if strings.Contains(l, "Correcting symbol for") {
-			continue
-		}
-		if strings.Contains(strings.ToLower(l), "warning") {
-			b.warn(fmt.Sprintf("%s, %s: %s", w.Name, c.Name, strings.TrimSpace(l)))
-		}
-	}
-}
-
-// field extracts one number from each measurement.
-func field(ms []Measurement, f func(Measurement) float64) []float64 {
-	xs := make([]float64, len(ms))
-	for i, m := range ms {
-		xs[i] = f(m)
-	}
-	return xs
 }

@@ -1,9 +1,8 @@
-package main
+package pycost
 
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
@@ -13,15 +12,10 @@ import (
 
 // Report is everything one invocation measured; python.json is this.
 type Report struct {
-	Date     string          `json:"date"`
-	Machine  harness.Machine `json:"machine"`
-	Python   string          `json:"python"`
-	Runs     int             `json:"runs"`
-	Quick    bool            `json:"quick"`
-	Seconds  float64         `json:"seconds"`
-	Samples  []SampleResult  `json:"per_sample"`
-	Notes    []string        `json:"notes"`
-	Warnings []string        `json:"warnings,omitempty"`
+	harness.Stamp
+	Python  string         `json:"python"`
+	Samples []SampleResult `json:"per_sample"`
+	Notes   []string       `json:"notes"`
 }
 
 // MarshalJSON replaces NaN and ±Inf (a median of nothing, a ratio over 0),
@@ -30,21 +24,10 @@ func (r SampleResult) MarshalJSON() ([]byte, error) {
 	type plain SampleResult
 	p := plain(r)
 	for _, x := range []*float64{&p.AllocsPerIt, &p.PerSampleUs, &p.NoPyUs, &p.WallUs} {
-		*x = finite(*x)
+		*x = harness.Finite(*x)
 	}
 	return json.Marshal(p)
 }
-
-func finite(x float64) float64 {
-	if math.IsNaN(x) || math.IsInf(x, 0) {
-		return 0
-	}
-	return x
-}
-
-func f1(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) }
-func f2(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) }
-func f3(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
 
 // notes explain what the columns measured.
 func notes(p *peers.Peers) []string {
@@ -53,26 +36,20 @@ func notes(p *peers.Peers) []string {
 		"py_deep allocates bytes objects of SIZE bytes (> 512: pymalloc hands them to malloc, so --no-python samples " +
 			"them too) in a loop that allocates nothing else; frames are counted in a --native-python-internals capture.",
 		"The end-to-end overhead of Python workloads (against bare runs, heaptrack and memray) is measured by " +
-			"bench/cmd/hlcompare (compare.md).",
+			"hlbench compare (compare.md).",
 	}
 }
 
 func formatMarkdown(r Report) string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "# heaplens: the cost of one sample in a Python program\n\n")
-	fmt.Fprintf(&sb, "%s · nproc %d · %s · kernel %s · %s · %s · CPython %s · %d runs per configuration (median)",
-		r.Date, r.Machine.CPUs, r.Machine.CPU, r.Machine.Kernel, r.Machine.Glibc, r.Machine.Go, r.Python, r.Runs)
-	if r.Quick {
-		sb.WriteString(" · QUICK (smoke test, not for quoting)")
-	}
-	fmt.Fprintf(&sb, " · %.0f s\n\n", r.Seconds)
+	sb.WriteString(r.Header("heaplens: the cost of one sample in a Python program", "CPython "+r.Python) + "\n\n")
 	if len(r.Samples) > 0 {
 		sb.WriteString("## Per-sample cost (py_deep: heaplens run --rate 1 vs bare; ALLOC record with native+Python stack + FREE record)\n\n")
 		var rows [][]string
 		for _, s := range r.Samples {
 			rows = append(rows, []string{strconv.Itoa(s.Levels), fmt.Sprintf("%d = %d + %d", s.Frames(), s.NativeFrames, s.PythonFrames),
-				strconv.Itoa(s.N), f1(harness.Median(s.BareNs)), f1(harness.Median(s.Rate1Ns)), f2(s.PerSampleUs),
-				f1(harness.Median(s.Rate1NoPyNs)), f2(s.NoPyUs), f2(s.WallUs)})
+				strconv.Itoa(s.N), harness.F1(harness.Median(s.BareNs)), harness.F1(harness.Median(s.Rate1Ns)), harness.F2(s.PerSampleUs),
+				harness.F1(harness.Median(s.Rate1NoPyNs)), harness.F2(s.NoPyUs), harness.F2(s.WallUs)})
 		}
 		sb.WriteString(harness.Table([]string{">levels", ">frames (native + Python)", ">N", ">bare ns/alloc", ">rate 1 ns/alloc",
 			">µs per sample", ">rate 1 --no-python ns/alloc", ">--no-python µs", ">µs by wall"}, rows))

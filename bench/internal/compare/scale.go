@@ -1,4 +1,4 @@
-package main
+package compare
 
 import (
 	"bufio"
@@ -80,7 +80,7 @@ func (b *bench) scale() (*ScaleResult, error) {
 		return nil, err
 	}
 	iters := 1_000_000 // about 1.5–2 s at rate 1 per thread on a 2-vCPU machine
-	if b.o.quick {
+	if b.o.Quick {
 		iters = 200_000
 	}
 	for _, threads := range []int{1, 2, 4} {
@@ -267,8 +267,8 @@ func (b *bench) reportTime(n int) (ReportTime, error) {
 // time goes.
 func (b *bench) profileReport(path string) (map[string]float64, string, error) {
 	stages := map[string]float64{}
-	prof := filepath.Join(b.o.out, "report-profile.pprof")
-	if err := os.MkdirAll(b.o.out, 0o755); err != nil {
+	prof := filepath.Join(b.o.Out, "report-profile.pprof")
+	if err := os.MkdirAll(b.o.Out, 0o755); err != nil {
 		return nil, "", err
 	}
 	pf, err := os.Create(prof)

@@ -1,4 +1,4 @@
-package main
+package compare
 
 import (
 	"fmt"
@@ -74,8 +74,8 @@ func (w *WorkloadResult) Config(name string) *ConfigResult {
 func (b *bench) overhead(w *workload) (WorkloadResult, error) {
 	res := WorkloadResult{Name: w.Name, Kind: w.Kind, Desc: w.Desc, Full: w.Full, Small: w.Small}
 	all := []config{cfgBare, cfgHeaplens, cfgNoPy, cfgHeaptrack, cfgMemray, cfgMemrayN, cfgMemrayA, cfgMemrayT}
-	if b.o.baseline != "" {
-		all = append(all, baseline(b.o.baseline))
+	if b.o.Baseline != "" {
+		all = append(all, baseline(b.o.Baseline))
 	}
 	var cfgs []config
 	skipped := map[string]string{}
@@ -93,7 +93,7 @@ func (b *bench) overhead(w *workload) (WorkloadResult, error) {
 			return res, err
 		}
 	}
-	logf("%s %s: %d configurations × %d runs", w.Name, strings.Join(w.Full, " "), len(cfgs), b.o.runs)
+	logf("%s %s: %d configurations × %d runs", w.Name, strings.Join(w.Full, " "), len(cfgs), b.o.Runs)
 	ms, err := b.interleave(w, w.Full, cfgs, nil)
 	if err != nil {
 		return res, err
@@ -123,7 +123,7 @@ func (b *bench) overhead(w *workload) (WorkloadResult, error) {
 	}
 	res.Checksums = checksumMismatch(ms)
 	if res.Checksums != "" {
-		b.warn(fmt.Sprintf("%s: checksums differ between runs: %s", w.Name, res.Checksums))
+		b.warnings.Add(fmt.Sprintf("%s: checksums differ between runs: %s", w.Name, res.Checksums))
 	}
 	return res, nil
 }
@@ -132,7 +132,7 @@ func wallS(m Measurement) float64 { return m.WallS }
 
 // summarize takes the medians of one configuration's runs.
 func summarize(name string, args []string, ms []Measurement) ConfigResult {
-	med := func(f func(Measurement) float64) float64 { return harness.Median(field(ms, f)) }
+	med := func(f func(Measurement) float64) float64 { return harness.Median(harness.Field(ms, f)) }
 	return ConfigResult{
 		Config:     name,
 		Args:       args,
@@ -163,7 +163,7 @@ func ratios(cs []ConfigResult) {
 		if c.Unavailable != "" {
 			continue
 		}
-		c.WallCI = harness.PairedRatio(field(c.Runs, wallS), field(bare.Runs, wallS), ratioConf)
+		c.WallCI = harness.PairedRatio(harness.Field(c.Runs, wallS), harness.Field(bare.Runs, wallS), ratioConf)
 		c.WallRatio = c.WallCI.Median
 		c.CPURatio = ratio(c.CPUS, bare.CPUS)
 		c.RSSRatio = ratio(c.SelfRSSKB, bare.SelfRSSKB)

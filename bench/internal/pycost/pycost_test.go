@@ -1,4 +1,4 @@
-package main
+package pycost
 
 // These tests cover the harness's pure helpers only. Nothing here times
 // anything: speed goals are measured by the harness, never asserted in a
@@ -28,15 +28,6 @@ func TestHeaviestStackAndCount(t *testing.T) {
 	native, python := countStack(stack)
 	if native != 8 || python != 5 {
 		t.Errorf("countStack = %d native, %d Python; want 8, 5", native, python)
-	}
-}
-
-func TestWarnDedup(t *testing.T) {
-	b := &bench{}
-	b.warn("heaplens: warning: dropped 0x41f610")
-	b.warn("heaplens: warning: dropped 0x7f6394156930")
-	if len(b.warnings) != 1 {
-		t.Errorf("warnings = %q", b.warnings)
 	}
 }
 

@@ -1,4 +1,4 @@
-package main
+package compare
 
 import (
 	"encoding/json"
@@ -12,15 +12,11 @@ import (
 
 // Report is everything one invocation measured; compare.json is this.
 type Report struct {
-	Date      string           `json:"date"`
-	Machine   harness.Machine  `json:"machine"`
+	harness.Stamp
 	Heaplens  string           `json:"heaplens"`
 	Peers     peers.Peers      `json:"peers"`
-	Runs      int              `json:"runs"`
-	Quick     bool             `json:"quick"`
 	Rate      uint64           `json:"rate"`
 	Goals     Goals            `json:"goals"`
-	Seconds   float64          `json:"seconds"`
 	Startup   []StartupResult  `json:"startup"`
 	Workloads []WorkloadResult `json:"workloads"`
 	Accuracy  []AccuracyResult `json:"accuracy"`
@@ -28,7 +24,6 @@ type Report struct {
 	Instructions []InstrResult `json:"instructions,omitempty"`
 	Scale        *ScaleResult  `json:"scale,omitempty"`
 	Verdicts     []Verdict     `json:"verdicts"`
-	Warnings     []string      `json:"warnings,omitempty"`
 }
 
 // Goals are the issue's targets.
@@ -145,23 +140,13 @@ func calibrate(accs []AccuracyResult) Calibration {
 func (s SiteAccuracy) MarshalJSON() ([]byte, error) {
 	type plain SiteAccuracy
 	p := plain(s)
-	p.MaxAbsZ = finite(p.MaxAbsZ)
+	p.MaxAbsZ = harness.Finite(p.MaxAbsZ)
 	p.Z = append([]float64(nil), p.Z...)
 	for i := range p.Z {
-		p.Z[i] = finite(p.Z[i])
+		p.Z[i] = harness.Finite(p.Z[i])
 	}
 	return json.Marshal(p)
 }
-
-func finite(x float64) float64 {
-	if math.IsNaN(x) || math.IsInf(x, 0) {
-		return 0
-	}
-	return x
-}
-
-func f1(x float64) string { return fmt.Sprintf("%.1f", x) }
-func f2(x float64) string { return fmt.Sprintf("%.2f", x) }
 
 // times prints a ratio as "1.03×".
 func times(x float64) string {
@@ -208,13 +193,7 @@ var overheadColumns = []string{cfgHeaplens.Name, cfgRate1.Name, cfgNoPy.Name, cf
 
 func formatMarkdown(r *Report) string {
 	var sb strings.Builder
-	m := r.Machine
-	stamp := fmt.Sprintf("%s · %s, %d vCPUs · kernel %s · %s · %s", r.Date[:10], m.CPU, m.CPUs, m.Kernel, m.Glibc, m.Go)
-	fmt.Fprintf(&sb, "# heaplens against a bare run and against peers\n\n")
-	fmt.Fprintf(&sb, "%s · %s · median of %d interleaved runs · %.0f s", r.Date, stamp, r.Runs, r.Seconds)
-	if r.Quick {
-		sb.WriteString(" · QUICK (smoke test, not for quoting)")
-	}
+	sb.WriteString(r.Header("heaplens against a bare run and against peers", ""))
 	p := r.Peers
 	fmt.Fprintf(&sb, "\n\n%s · CPython %s · numpy %s · heaptrack %s · memray %s · sqlite3 %s · g++ %s\n\n",
 		r.Heaplens, p.Python, p.Numpy, orNA(p.Heaptrack, p.HeaptrackReason), orNA(p.Memray, p.MemrayReason),
@@ -290,9 +269,9 @@ func writeOverview(sb *strings.Builder, r *Report) {
 	var rows, caps, cpus [][]string
 	for _, w := range r.Workloads {
 		bare := w.Config(cfgBare.Name)
-		row := []string{w.Name, f2(bare.WallS)}
+		row := []string{w.Name, harness.F2(bare.WallS)}
 		capRow := []string{w.Name}
-		cpuRow := []string{w.Name, f2(bare.CPUS)}
+		cpuRow := []string{w.Name, harness.F2(bare.CPUS)}
 		for _, name := range overheadColumns {
 			c := w.Config(name)
 			switch {
@@ -323,14 +302,14 @@ func writeOverview(sb *strings.Builder, r *Report) {
 		splitHead = append(splitHead, ">"+c+": target ×", ">other s")
 	}
 	for _, w := range r.Workloads {
-		row := []string{w.Name, f2(w.Config(cfgBare.Name).TargetCPUS)}
+		row := []string{w.Name, harness.F2(w.Config(cfgBare.Name).TargetCPUS)}
 		for _, name := range splitCols {
 			c := w.Config(name)
 			if c == nil || c.Unavailable != "" || c.TargetCPUS == 0 {
 				row = append(row, "n/a", "n/a")
 				continue
 			}
-			row = append(row, times(c.TargetCPURatio), f2(c.OtherCPUS))
+			row = append(row, times(c.TargetCPURatio), harness.F2(c.OtherCPUS))
 		}
 		split = append(split, row)
 	}
@@ -376,7 +355,7 @@ func writeAccuracy(sb *strings.Builder, r *Report) {
 				}
 			}
 			rows = append(rows, []string{s.View, shortSite(s.Site), fmt.Sprintf("%.0f", s.Exact), pct(ratio(s.Sigma, s.Exact)),
-				pct(s.MeanAbsRel), signedPcts(s.RelErr), f2(s.MaxAbsZ), yesNo(s.Within), exp})
+				pct(s.MeanAbsRel), signedPcts(s.RelErr), harness.F2(s.MaxAbsZ), yesNo(s.Within), exp})
 		}
 		sb.WriteString(harness.Table([]string{"view", "site", ">exact bytes", ">σ / exact", ">mean |error|", "errors per seed",
 			">max |error|/σ", fmt.Sprintf("≤ %.0fσ", r.Goals.Sigmas), "exact = arithmetic"}, rows))
@@ -407,8 +386,8 @@ func writeScale(sb *strings.Builder, r *Report) {
 	sb.WriteString("## Scale\n\n### Agent throughput (malloc_pairs 64 B at `--rate 1`, default 16 MiB ring per process)\n\n")
 	var rows [][]string
 	for _, t := range s.Throughput {
-		rows = append(rows, []string{fmt.Sprint(t.Threads), fmt.Sprint(t.Iters), f2(t.LoopS), fmt.Sprintf("%.0f", t.RecordsPS),
-			fmt.Sprint(t.Dropped), pct(t.DropFrac), f2(t.AgentCPUS), f2(t.AgentUsPerRec), fmt.Sprintf("%.0f", t.AgentCapacity),
+		rows = append(rows, []string{fmt.Sprint(t.Threads), fmt.Sprint(t.Iters), harness.F2(t.LoopS), fmt.Sprintf("%.0f", t.RecordsPS),
+			fmt.Sprint(t.Dropped), pct(t.DropFrac), harness.F2(t.AgentCPUS), harness.F2(t.AgentUsPerRec), fmt.Sprintf("%.0f", t.AgentCapacity),
 			harness.ByteLabel(float64(t.CaptureBytes))})
 	}
 	sb.WriteString(harness.Table([]string{">threads", ">pairs per thread", ">loop s", ">records/s", ">dropped", ">dropped %",
@@ -421,7 +400,7 @@ func writeScale(sb *strings.Builder, r *Report) {
 		rt.Stacks, rt.Locations, harness.ByteLabel(float64(rt.CaptureBytes)), rt.WriteS)
 	rows = nil
 	for _, run := range rt.Runs {
-		rows = append(rows, []string{"heaplens report " + run.Args, f1(run.WallS), f1(run.CPUS), harness.ByteLabel(float64(run.RSSKB) * 1024),
+		rows = append(rows, []string{"heaplens report " + run.Args, harness.F1(run.WallS), harness.F1(run.CPUS), harness.ByteLabel(float64(run.RSSKB) * 1024),
 			harness.ByteLabel(float64(run.Output))})
 	}
 	sb.WriteString(harness.Table([]string{"command", ">wall s", ">cpu s", ">peak RSS", ">output"}, rows))
@@ -479,8 +458,8 @@ func writeDetails(sb *strings.Builder, r *Report) {
 					rows = append(rows, []string{c.Config, size, na(c.Unavailable)})
 					continue
 				}
-				rows = append(rows, []string{c.Config, size, f2(c.WallS), times(c.WallRatio), interval(c.WallCI), f2(c.CPUS), times(c.CPURatio),
-					times(c.TargetCPURatio), f2(c.OtherCPUS), harness.ByteLabel(c.SelfRSSKB * 1024), harness.ByteLabel(c.TreeRSSKB * 1024),
+				rows = append(rows, []string{c.Config, size, harness.F2(c.WallS), times(c.WallRatio), interval(c.WallCI), harness.F2(c.CPUS), times(c.CPURatio),
+					times(c.TargetCPURatio), harness.F2(c.OtherCPUS), harness.ByteLabel(c.SelfRSSKB * 1024), harness.ByteLabel(c.TreeRSSKB * 1024),
 					captureCell(c.Capture)})
 			}
 		}

@@ -1,4 +1,4 @@
-package main
+package malloccost
 
 import (
 	"encoding/json"
@@ -14,19 +14,14 @@ import (
 
 // Report is everything one invocation measured; malloc.json is this.
 type Report struct {
-	Date        string           `json:"date"`
-	Machine     harness.Machine  `json:"machine"`
-	Runs        int              `json:"runs"`
-	Quick       bool             `json:"quick"`
+	harness.Stamp
 	Rate        uint64           `json:"rate"`
-	Seconds     float64          `json:"seconds"`
 	Pairs       []PairResult     `json:"pairs"`
 	Samples     []SampleResult   `json:"per_sample"`
 	PairSamples []SampleResult   `json:"per_sample_pairs"`
 	PerFrameNs  float64          `json:"per_frame_ns"`
 	Callgrind   *CallgrindResult `json:"callgrind,omitempty"`
 	Notes       []string         `json:"notes"`
-	Warnings    []string         `json:"warnings,omitempty"`
 }
 
 // MarshalJSON-safe: NaN (no slope with one depth) is not valid JSON.
@@ -57,18 +52,9 @@ func pairLabel(r PairResult) string {
 	return s
 }
 
-func f1(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) }
-func f2(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) }
-
 func formatMarkdown(r Report) string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "# heaplens malloc overhead\n\n")
-	fmt.Fprintf(&sb, "%s · nproc %d · %s · kernel %s · %s · %s · %d runs per configuration (median)",
-		r.Date, r.Machine.CPUs, r.Machine.CPU, r.Machine.Kernel, r.Machine.Glibc, r.Machine.Go, r.Runs)
-	if r.Quick {
-		sb.WriteString(" · QUICK (smoke test, not for quoting)")
-	}
-	fmt.Fprintf(&sb, " · %.0f s\n\n", r.Seconds)
+	sb.WriteString(r.Header("heaplens malloc overhead", "") + "\n\n")
 
 	fmt.Fprintf(&sb, "## malloc+free pair (heaplens run, rate %s)\n\n", sizeLabel(r.Rate))
 	sb.WriteString("ns per pair = max over threads of (thread loop time / ITERS). added = heaplens − bare. " +
@@ -82,9 +68,9 @@ func formatMarkdown(r Report) string {
 		if !p.Within {
 			within = "NO"
 		}
-		rows = append(rows, []string{pairLabel(p), strconv.FormatUint(p.Iters, 10), f1(p.Bare), f1(p.Inactive), f1(p.Heaplens),
-			f1(p.Added), f2(p.Ratio), f2(p.InactRatio), strconv.FormatFloat(p.SampleProb, 'g', 3, 64), f1(p.Unsampled),
-			f1(p.Budget), within})
+		rows = append(rows, []string{pairLabel(p), strconv.FormatUint(p.Iters, 10), harness.F1(p.Bare), harness.F1(p.Inactive), harness.F1(p.Heaplens),
+			harness.F1(p.Added), harness.F2(p.Ratio), harness.F2(p.InactRatio), strconv.FormatFloat(p.SampleProb, 'g', 3, 64), harness.F1(p.Unsampled),
+			harness.F1(p.Budget), within})
 	}
 	sb.WriteString(harness.Table([]string{"config", ">iters", ">bare ns", ">inactive ns", ">heaplens ns", ">added ns", ">ratio",
 		">inactive ratio", ">P(sample)", ">unsampled ns", ">budget ns", "within"}, rows))
@@ -94,7 +80,7 @@ func formatMarkdown(r Report) string {
 		rows = nil
 		for _, s := range all {
 			rows = append(rows, []string{sampleLabel(s), strconv.Itoa(s.Frames), strconv.FormatUint(s.N, 10),
-				f1(harness.Median(s.BareNs)), f1(harness.Median(s.Rate1Ns)), f2(s.PerSampleNs / 1000)})
+				harness.F1(harness.Median(s.BareNs)), harness.F1(harness.Median(s.Rate1Ns)), harness.F2(s.PerSampleNs / 1000)})
 		}
 		sb.WriteString(harness.Table([]string{"workload", ">frames", ">N", ">bare ns/alloc", ">rate 1 ns/alloc", ">µs per sample"}, rows))
 		if !math.IsNaN(r.PerFrameNs) {
@@ -106,14 +92,14 @@ func formatMarkdown(r Report) string {
 		sb.WriteString("\n## Instructions (callgrind, counted inside the timed function only)\n\n")
 		rows = nil
 		for _, c := range r.Callgrind.Rows {
-			rows = append(rows, []string{c.Name, fmt.Sprintf("%d %ss", c.Units, c.Per), f1(c.BarePer), f1(c.AddedPer)})
+			rows = append(rows, []string{c.Name, fmt.Sprintf("%d %ss", c.Units, c.Per), harness.F1(c.BarePer), harness.F1(c.AddedPer)})
 		}
 		sb.WriteString(harness.Table([]string{"run", ">units", ">bare Ir/unit", ">added Ir/unit"}, rows))
 		if len(r.Callgrind.FastPath) > 0 {
 			sb.WriteString("\nUnsampled fast path, self instructions per pair in libheaplens.so:\n\n")
 			rows = nil
 			for _, f := range r.Callgrind.FastPath {
-				rows = append(rows, []string{f.Function, f2(f.PerPair)})
+				rows = append(rows, []string{f.Function, harness.F2(f.PerPair)})
 			}
 			sb.WriteString(harness.Table([]string{"function", ">Ir per pair"}, rows))
 		}

@@ -1,4 +1,4 @@
-package main
+package compare
 
 import (
 	"os"
@@ -34,20 +34,20 @@ func (b *bench) startup() ([]StartupResult, error) {
 				return append([]string{filepath.Join(b.tmp, "cpp_maps")}, args...)
 			}})
 	}
-	runs := b.o.runs + 2 // cheap: a few more runs steady the medians of short runs
+	runs := b.o.Runs + 2 // cheap: a few more runs steady the medians of short runs
 	var out []StartupResult
 	for _, w := range progs {
 		cfgs := []config{cfgBare, cfgHeaplens, cfgCold}
-		if b.o.baseline != "" {
-			cfgs = append(cfgs, baseline(b.o.baseline))
+		if b.o.Baseline != "" {
+			cfgs = append(cfgs, baseline(b.o.Baseline))
 		}
 		if _, err := b.runOnce(cfgHeaplens, w, w.Full, false); err != nil { // warm the caches
 			return nil, err
 		}
-		saved := b.o.runs
-		b.o.runs = runs
+		saved := b.o.Runs
+		b.o.Runs = runs
 		ms, err := b.interleave(w, w.Full, cfgs, nil)
-		b.o.runs = saved
+		b.o.Runs = saved
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package main
+package compare
 
 // These tests cover the harness's pure logic: parsing, statistics, the
 // synthetic capture. Nothing here times anything: speed goals are measured

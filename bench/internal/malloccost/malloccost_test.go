@@ -1,4 +1,4 @@
-package main
+package malloccost
 
 // These tests cover the harness's pure helpers only. Nothing here times
 // anything: speed goals are measured by the harness, never asserted in a
@@ -101,10 +101,9 @@ func TestSizeLabel(t *testing.T) {
 
 func TestFormatMarkdown(t *testing.T) {
 	r := Report{
-		Date:    "2026-01-02T03:04:05Z",
-		Machine: harness.Machine{CPUs: 2, CPU: "Test CPU", Kernel: "6.1", Glibc: "glibc 2.36", Go: "go1.26"},
-		Runs:    7,
-		Rate:    512 << 10,
+		Stamp: harness.Stamp{Date: "2026-01-02T03:04:05Z", Runs: 7,
+			Machine: harness.Machine{CPUs: 2, CPU: "Test CPU", Kernel: "6.1", Glibc: "glibc 2.36", Go: "go1.26"}},
+		Rate: 512 << 10,
 		Pairs: []PairResult{
 			{Size: 128, Threads: 1, Iters: 1000, Bare: 10, Inactive: 10.5, Heaplens: 11, Added: 1, Ratio: 1.1, InactRatio: 1.05, SampleProb: 0.000244, Budget: 10.9},
 			{Size: 8 << 20, Threads: 2, Variant: "mmap pinned", Iters: 10, Bare: 10000, Heaplens: 11000, Ratio: 1.1, SampleProb: 1, Budget: 12500, Within: true},
@@ -119,7 +118,7 @@ func TestFormatMarkdown(t *testing.T) {
 	}
 	md := formatMarkdown(r)
 	for _, want := range []string{
-		"nproc 2 · Test CPU · kernel 6.1 · glibc 2.36",
+		"Test CPU, 2 vCPUs · kernel 6.1 · glibc 2.36",
 		"| 128 B × 1 thr ",
 		"| NO ",
 		"| 8 MiB × 2 thr, mmap pinned ",

@@ -1,4 +1,4 @@
-package main
+package compare
 
 import (
 	"encoding/json"
@@ -76,10 +76,10 @@ type AccuracyResult struct {
 // i in round i (the estimates); then compares estimates with exact values.
 func (b *bench) accuracy(w *workload, res *WorkloadResult) (AccuracyResult, error) {
 	acc := AccuracyResult{Workload: w.Name, Args: w.Small, Rate: defaultRate}
-	logf("%s %s: bare, --rate 1 and seeded default rate × %d runs", w.Name, strings.Join(w.Small, " "), b.o.runs)
+	logf("%s %s: bare, --rate 1 and seeded default rate × %d runs", w.Name, strings.Join(w.Small, " "), b.o.Runs)
 	cfgs := []config{cfgBare, cfgRate1, seeded(1)}
 	ms := make([][]Measurement, len(cfgs))
-	for i := 0; i < b.o.runs; i++ {
+	for i := 0; i < b.o.Runs; i++ {
 		for _, j := range harness.Rotation(len(cfgs), i) {
 			c := cfgs[j]
 			if j == 2 {
@@ -103,7 +103,7 @@ func (b *bench) accuracy(w *workload, res *WorkloadResult) (AccuracyResult, erro
 	r1 := res.SmallConfigs[1]
 	logf("%s, --rate 1: %.2f s (×%.2f wall), capture %s", w.Name, r1.WallS, r1.WallRatio, harness.ByteLabel(r1.Capture))
 	if bad := checksumMismatch(ms); bad != "" {
-		b.warn(fmt.Sprintf("%s (small): checksums differ between runs: %s", w.Name, bad))
+		b.warnings.Add(fmt.Sprintf("%s (small): checksums differ between runs: %s", w.Name, bad))
 	}
 	defer func() {
 		for _, runs := range ms {
@@ -128,7 +128,7 @@ func (b *bench) accuracy(w *workload, res *WorkloadResult) (AccuracyResult, erro
 	acc.RefDrops = exact["allocs"].dropped()
 	if acc.RefDrops > 0 {
 		// Not exact: rerun once with a ring large enough to drop nothing.
-		b.warn(fmt.Sprintf("%s: the --rate 1 reference run dropped %d records with the default ring; rerun with --ring-size 1GiB",
+		b.warnings.Add(fmt.Sprintf("%s: the --rate 1 reference run dropped %d records with the default ring; rerun with --ring-size 1GiB",
 			w.Name, acc.RefDrops))
 		big := cfgRate1
 		big.Name, big.ring = "heaplens --rate 1 --ring-size 1GiB", "1GiB"

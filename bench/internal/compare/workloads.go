@@ -1,4 +1,4 @@
-package main
+package compare
 
 import (
 	"crypto/sha256"
@@ -60,7 +60,7 @@ func allWorkloads(quick bool) []*workload {
 	ws := []*workload{
 		{
 			Name: "malloc_pairs", Kind: "native",
-			Desc:  "malloc+free of 128 B in a loop, 2 threads (the microbenchmark of bench/cmd/hlbench)",
+			Desc:  "malloc+free of 128 B in a loop, 2 threads (the microbenchmark of hlbench malloc)",
 			Full:  []string{"128", "160000000", "2"},
 			Small: []string{"128", "1000000", "2"},
 			command: func(b *bench, args []string) []string {
@@ -224,7 +224,7 @@ func sqliteSite(frames []string) string {
 func (b *bench) prepare(all []*workload) ([]*workload, error) {
 	var ws []*workload
 	for _, w := range all {
-		if b.o.only != nil && !b.o.only[w.Name] {
+		if b.o.Only != nil && !b.o.Only[w.Name] {
 			continue
 		}
 		var err error
@@ -249,7 +249,7 @@ func (b *bench) prepare(all []*workload) ([]*workload, error) {
 			}
 		}
 		if err != nil {
-			b.warn(fmt.Sprintf("LOUD: workload %s skipped: %v", w.Name, err))
+			b.warnings.Add(fmt.Sprintf("LOUD: workload %s skipped: %v", w.Name, err))
 			logf("LOUD WARNING: workload %s skipped: %v", w.Name, err)
 			continue
 		}

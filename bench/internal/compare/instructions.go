@@ -1,4 +1,4 @@
-package main
+package compare
 
 import (
 	"fmt"
@@ -41,7 +41,7 @@ func (r *InstrResult) count(config string) *InstrCount {
 // are deterministic enough (fixed seed, PYTHONHASHSEED=0).
 func (b *bench) instructions(w *workload) (*InstrResult, error) {
 	if b.peers.ValgrindReason != "" {
-		b.warn("no instruction counts: " + b.peers.ValgrindReason)
+		b.warnings.Add("no instruction counts: " + b.peers.ValgrindReason)
 		return nil, nil
 	}
 	cfgs := []config{cfgBare, cfgHeaplens}

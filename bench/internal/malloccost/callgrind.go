@@ -1,4 +1,4 @@
-package main
+package malloccost
 
 import (
 	"context"
@@ -42,7 +42,7 @@ type CallgrindResult struct {
 
 func (b *bench) callgrind() (*CallgrindResult, error) {
 	if _, err := exec.LookPath("valgrind"); err != nil {
-		b.warnings = append(b.warnings, "valgrind not found: no instruction counts")
+		b.warnings.Add("valgrind not found: no instruction counts")
 		return nil, nil
 	}
 	res := &CallgrindResult{}
@@ -123,7 +123,7 @@ func (b *bench) callgrindTotal(tag, fn string, env []string, prog string, args .
 	ctx, cancel := context.WithTimeout(context.Background(), b.o.timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "valgrind", a...)
-	cmd.Env = cleanEnv(env)
+	cmd.Env = harness.CleanEnv(env...)
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return 0, "", fmt.Errorf("callgrind %s: %v\n%s", tag, err, msg)
 	}

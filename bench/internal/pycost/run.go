@@ -1,9 +1,8 @@
-package main
+package pycost
 
 import (
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -18,7 +17,7 @@ type bench struct {
 	tmp       string
 	heaplens  string // bin/heaplens
 	workloads string // bench/workloads
-	warnings  []string
+	warnings  harness.Warnings
 }
 
 // config is one way of running a workload.
@@ -64,7 +63,7 @@ func (b *bench) runOnce(c config, key, script string, args ...string) (Measureme
 	var m Measurement
 	r, err := harness.Run(harness.Command{Argv: b.command(c, script, args), Env: harness.CleanEnv(),
 		Timeout: b.o.timeout, Scratch: b.tmp})
-	b.noteWarnings(c, script, r.Stderr)
+	b.warnings.Note(c.Name+" "+script, r.Stderr)
 	label := fmt.Sprintf("%s %s %s", c.Name, script, strings.Join(args, " "))
 	if err != nil {
 		return m, fmt.Errorf("%s: %w", label, err)
@@ -77,35 +76,11 @@ func (b *bench) runOnce(c config, key, script string, args ...string) (Measureme
 	return m, nil
 }
 
-// hexAddr matches addresses, which differ run by run in otherwise equal warnings.
-var hexAddr = regexp.MustCompile(`0x[0-9a-fA-F]+`)
-
-// warn records w once; warnings that differ only in addresses count as one.
-func (b *bench) warn(w string) {
-	w = hexAddr.ReplaceAllString(w, "0x…")
-	for _, x := range b.warnings {
-		if x == w {
-			return
-		}
-	}
-	b.warnings = append(b.warnings, w)
-}
-
-// noteWarnings keeps heaplens' warnings (dropped records above all: a run
-// that dropped samples did less work than it should have) once each.
-func (b *bench) noteWarnings(c config, script, stderr string) {
-	for _, l := range strings.Split(stderr, "\n") {
-		if strings.Contains(strings.ToLower(l), "warning") {
-			b.warn(fmt.Sprintf("%s %s: %s", c.Name, script, strings.TrimSpace(l)))
-		}
-	}
-}
-
-// interleave runs every configuration b.o.runs times, in the rotated
+// interleave runs every configuration b.o.Runs times, in the rotated
 // order of rotation, and returns the measurements per configuration.
 func (b *bench) interleave(cfgs []config, key, script string, args ...string) ([][]Measurement, error) {
 	res := make([][]Measurement, len(cfgs))
-	for i := 0; i < b.o.runs; i++ {
+	for i := 0; i < b.o.Runs; i++ {
 		for _, j := range harness.Rotation(len(cfgs), i) {
 			m, err := b.runOnce(cfgs[j], key, script, args...)
 			if err != nil {
@@ -115,13 +90,4 @@ func (b *bench) interleave(cfgs []config, key, script string, args ...string) ([
 		}
 	}
 	return res, nil
-}
-
-// field extracts one number from each measurement.
-func field(ms []Measurement, f func(Measurement) float64) []float64 {
-	xs := make([]float64, len(ms))
-	for i, m := range ms {
-		xs[i] = f(m)
-	}
-	return xs
 }
