@@ -8,7 +8,7 @@ PRELOAD_CFLAGS = -std=c11 -fPIC -shared -fvisibility=hidden -ftls-model=initial-
 PRELOAD_SRC = $(wildcard preload/*.c)
 SO      = internal/launch/lib/libheaplens.so
 
-.PHONY: all test test-cpython bench demo clean deps sanitize
+.PHONY: all test test-cpython bench demo clean deps sanitize wheel
 all: bin/heaplens
 
 $(SO): $(PRELOAD_SRC) $(wildcard preload/*.h)
@@ -21,7 +21,7 @@ bin/heaplens: $(SO) $(shell find cmd internal -name '*.go' -not -name '*_test.go
 deps:
 	./scripts/deps.sh
 
-test: deps bin/heaplens
+test: deps bin/heaplens wheel
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 25m ./...
 
@@ -36,6 +36,16 @@ sanitize: bin/heaplens
 test-cpython: deps bin/heaplens
 	$(GO) test -count=1 -timeout 150m -v -run TestCPythonSlice ./test/cpython -full
 
+# The wheel: a static heaplens (no cgo: it runs on any glibc), the library,
+# and the Python package with the pytest plugin (docs/pytest.md).
+PYPKG = python/heaplens
+wheel: $(SO)
+	rm -rf $(PYPKG)/_bin $(PYPKG)/_lib && mkdir -p $(PYPKG)/_bin $(PYPKG)/_lib
+	CGO_ENABLED=0 $(GO) build -ldflags=-E=github.com/heaplens/heaplens/internal/sigstart.entry -o $(PYPKG)/_bin/heaplens ./cmd/heaplens
+	cp $(SO) $(PYPKG)/_lib/
+	$(PYPKG)/_bin/heaplens version | sed -e 's/^heaplens //' -e 's/-dev$$/.dev0/' -e 's/.*/__version__ = "&"/' > $(PYPKG)/_version.py
+	./scripts/wheel.sh
+
 bench: bin/heaplens
 	$(GO) run ./bench/cmd/hlbench -no-build
 
@@ -46,4 +56,4 @@ demo:
 	./scripts/demo.sh
 
 clean:
-	rm -rf bin $(SO)
+	rm -rf bin $(SO) dist build $(PYPKG)/_bin $(PYPKG)/_lib $(PYPKG)/_version.py

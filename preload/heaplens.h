@@ -1,7 +1,7 @@
 /*
- * The public API of libheaplens.so: what a program may call. Only a thread
- * pool needs it, to say which thread a task's allocations are for
- * (docs/pool-api.md). The library exists only in processes heaplens
+ * The public API of libheaplens.so: what a program may call. A thread pool
+ * says which thread a task's allocations are for (docs/pool-api.md); a
+ * test runner marks points in time. The library exists only in processes heaplens
  * profiles: look the functions up with dlsym(RTLD_DEFAULT, "...") and call
  * them when found, rather than linking against them.
  */
@@ -26,5 +26,13 @@ void heaplens_pool_exit(uint64_t prev);
 typedef uint64_t (*heaplens_pool_capture_fn)(void);
 typedef uint64_t (*heaplens_pool_enter_fn)(uint64_t);
 typedef void (*heaplens_pool_exit_fn)(uint64_t);
+
+/* Puts a mark with this value in the capture, timed now: the agent
+ * writes it as a MARK record and flushes the capture at once, so that a
+ * reader who sees the mark has everything recorded before it (the pytest
+ * plugin, docs/pytest.md). Returns 1 if the mark was recorded, 0 when
+ * heaplens is not profiling this process or the ring is full. */
+int heaplens_mark(uint64_t value);
+typedef int (*heaplens_mark_fn)(uint64_t);
 
 #endif

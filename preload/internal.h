@@ -252,7 +252,7 @@ uint32_t hl_tid(void);
 int hl_active(void);
 uint64_t hl_rate(void); /* mean bytes between samples */
 int module_range(uintptr_t pc, uintptr_t *lo, uintptr_t *hi);
-void emit_mark(uint64_t kind, uint64_t value);
+int emit_mark(uint64_t kind, uint64_t value);
 int64_t now_ns(clockid_t c);
 
 /* boot.c */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "heaplens.h"
 #include "internal.h"
 
 /* ---- the ring ---- */
@@ -309,20 +310,31 @@ void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 	__atomic_store_n(&g.ring, h, __ATOMIC_RELEASE);
 }
 
-void emit_mark(uint64_t kind, uint64_t value)
+int emit_mark(uint64_t kind, uint64_t value)
 {
 	uint64_t pos;
 	struct hl_ring_header *h = ring_now();
 	if (!h)
-		return;
+		return 0;
 	if (!ring_reserve(32, &pos)) {
 		__atomic_fetch_add(&h->dropped_other, 1, __ATOMIC_RELAXED);
-		return;
+		return 0;
 	}
 	ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
 	ring_put(pos + 16, kind);
 	ring_put(pos + 24, value);
 	ring_commit(pos, hl_rec_header(32, HL_REC_MARK, 0, 0));
+	return 1;
+}
+
+EXPORT int heaplens_mark(uint64_t value)
+{
+	if (!hl_active())
+		return 0;
+	tls.busy++;
+	int ok = emit_mark(HL_MARK_USER, value);
+	tls.busy--;
+	return ok;
 }
 
 /* The exit status of a process heaplens does not wait for itself. _exit and signals leave no mark. */

@@ -28,6 +28,7 @@ usage:
   heaplens diff BASE NEW [--view allocs,peak,leaks] [--format text|json|pprof]
                 [--fail-over SIZE] [-o OUT]
   heaplens dump CAPTURE
+  heaplens window CAPTURE [--mark PID:VALUE] < WINDOWS.jsonl   (for test runners)
   heaplens version
 
 Run "heaplens COMMAND -h" for the flags of a command.
@@ -53,6 +54,8 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return dumpCmd(args[1:], stdout, stderr)
 	case "diff":
 		return diffCmd(args[1:], stdout, stderr)
+	case "window":
+		return windowCmd(args[1:], stdin, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "heaplens", version)
 		return 0

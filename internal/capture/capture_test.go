@@ -46,6 +46,7 @@ func full() []any {
 		&RSS{Stream: 3, TimeNano: 99_000_003_000, Bytes: 1 << 33},
 		&Note{Stream: 3, Text: "pid 4242: 2 malformed ring records were skipped"},
 		&Note{Text: ""},
+		&Mark{Stream: 3, TimeNano: 99_000_004_000, Value: 1 << 63},
 	}
 }
 
@@ -76,6 +77,8 @@ func write(t testing.TB, w *Writer, r any) {
 		err = w.Origin(r)
 	case *Note:
 		err = w.Note(r)
+	case *Mark:
+		err = w.Mark(r)
 	default:
 		t.Fatalf("unknown record %T", r)
 	}
@@ -114,6 +117,9 @@ func recordValue(rec *Record) any {
 		return &o
 	case RecNote:
 		return rec.Note
+	case RecMark:
+		m := rec.Mark
+		return &m
 	}
 	return nil
 }

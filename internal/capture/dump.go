@@ -93,6 +93,9 @@ func dumpBody(rec *Record) string {
 		return fmt.Sprintf("stream=%d token=%#x tid=%d t=%d stack=%d", o.Stream, o.Token, o.TID, o.TimeNano, o.StackID)
 	case RecNote:
 		return fmt.Sprintf("stream=%d %s", rec.Note.Stream, q(rec.Note.Text))
+	case RecMark:
+		m := rec.Mark
+		return fmt.Sprintf("stream=%d t=%d value=%d", m.Stream, m.TimeNano, m.Value)
 	}
 	return ""
 }

@@ -54,12 +54,13 @@ const (
 	RecRSS      RecordType = 9
 	RecOrigin   RecordType = 10
 	RecNote     RecordType = 11
+	RecMark     RecordType = 12
 )
 
 var recordNames = map[RecordType]string{
 	RecMeta: "Meta", RecProcess: "Process", RecMapping: "Mapping",
 	RecLocation: "Location", RecStack: "Stack", RecAlloc: "Alloc",
-	RecFree: "Free", RecEnd: "End", RecRSS: "RSS", RecOrigin: "Origin", RecNote: "Note",
+	RecFree: "Free", RecEnd: "End", RecRSS: "RSS", RecOrigin: "Origin", RecNote: "Note", RecMark: "Mark",
 }
 
 // String returns the record type's name, or "type(N)" for unknown types.
@@ -178,6 +179,12 @@ func appendOrigin(b []byte, o *Origin) []byte {
 	b = binary.AppendUvarint(b, uint64(o.TID))
 	b = binary.AppendVarint(b, o.TimeNano)
 	return binary.AppendUvarint(b, o.StackID)
+}
+
+func appendMark(b []byte, m *Mark) []byte {
+	b = binary.AppendUvarint(b, uint64(m.Stream))
+	b = binary.AppendVarint(b, m.TimeNano)
+	return binary.AppendUvarint(b, m.Value)
 }
 
 func appendNote(b []byte, n *Note) []byte {
@@ -468,6 +475,14 @@ func decodeOrigin(b []byte, o *Origin) error {
 	o.TID = d.u32()
 	o.TimeNano = d.varint()
 	o.StackID = d.uvarint()
+	return d.err
+}
+
+func decodeMark(b []byte, m *Mark) error {
+	d := decoder{b: b}
+	m.Stream = d.u32()
+	m.TimeNano = d.varint()
+	m.Value = d.uvarint()
 	return d.err
 }
 

@@ -25,6 +25,7 @@ type Capture struct {
 	RSS       []RSS           // file order
 	Origins   []Origin        // file order; stitched into Allocs' stacks by stack.Stitch
 	Notes     []*Note         // file order
+	Marks     []Mark          // file order
 
 	// FreeOrder keeps the file order between Allocs and Frees, which the
 	// two slices alone lose: Frees[i] came after Allocs[:FreeOrder[i]] and
@@ -177,6 +178,8 @@ func readAll(r io.Reader) (*Capture, error) {
 			c.Origins = append(c.Origins, rec.Origin)
 		case RecNote:
 			c.Notes = append(c.Notes, rec.Note)
+		case RecMark:
+			c.Marks = append(c.Marks, rec.Mark)
 		}
 	}
 	c.Skipped, c.Shortened = rd.Skipped(), rd.Shortened()

@@ -133,6 +133,16 @@ type Origin struct {
 	StackID  uint64
 }
 
+// Mark is a point in time a profiled program named with heaplens_mark
+// (preload/heaplens.h): the pytest plugin marks each test's end. Everything
+// the program's process recorded before the mark comes before it in the
+// file.
+type Mark struct {
+	Stream   uint32
+	TimeNano int64
+	Value    uint64
+}
+
 // How an allocation's origin was decided (docs/ring-format.md, "Thread pools").
 const (
 	MethodSelf         uint8 = iota // the thread allocated for itself

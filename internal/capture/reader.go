@@ -93,6 +93,7 @@ type Record struct {
 	RSS      RSS
 	Origin   Origin
 	Note     *Note
+	Mark     Mark
 }
 
 // A Reader reads records from a capture stream in file order.
@@ -286,6 +287,8 @@ func (r *Reader) decode(t RecordType, body []byte) (*Record, error) {
 		err = decodeRSS(body, &rec.RSS)
 	case RecOrigin:
 		err = decodeOrigin(body, &rec.Origin)
+	case RecMark:
+		err = decodeMark(body, &rec.Mark)
 	case RecNote:
 		rec.Note = new(Note)
 		err = decodeNote(body, rec.Note)

@@ -256,6 +256,19 @@ func (w *Writer) Note(n *Note) error {
 	return w.record(RecNote)
 }
 
+// Mark writes a point in time the program named (heaplens_mark).
+func (w *Writer) Mark(m *Mark) error {
+	if w.err != nil {
+		return w.err
+	}
+	w.scratch = appendMark(w.scratch[:0], m)
+	if w.obs != nil {
+		w.rec = Record{Type: RecMark, Mark: *m}
+		w.obs.Observe(&w.rec)
+	}
+	return w.record(RecMark)
+}
+
 // Origin writes the stack of a thread that had work done by a pool.
 func (w *Writer) Origin(o *Origin) error {
 	if w.err != nil {

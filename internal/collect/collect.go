@@ -325,6 +325,7 @@ func (c *Collector) drain(s *stream) error {
 		return nil
 	}
 	var werr error
+	flush := false // a program's mark: whoever waits for it reads the file now
 	_, err := s.r.Drain(func(rec *ring.Record) {
 		if werr != nil {
 			return
@@ -352,9 +353,15 @@ func (c *Collector) drain(s *stream) error {
 			case ring.MarkExit:
 				v := rec.Value
 				s.exitMark = &v
+			case ring.MarkUser:
+				werr = c.w.Mark(&capture.Mark{Stream: s.id, TimeNano: rec.TimeNano, Value: rec.Value})
+				flush = true
 			}
 		}
 	})
+	if werr == nil && flush {
+		werr = c.w.Flush()
+	}
 	if werr != nil {
 		return fmt.Errorf("collect: %w", werr)
 	}

@@ -38,6 +38,22 @@ var QueryParams = []QueryParam{
 	{"min-age", "leaks: only blocks at least this old when the process's records end", func(q *Query, v string) error {
 		return setDuration(&q.MinAge, v)
 	}},
+	{"window", "only what was allocated in this window FROM,UNTIL of times into the run, e.g. 1.5s,2s (a test, as the pytest plugin names it)", func(q *Query, v string) error {
+		from, until, ok := strings.Cut(v, ",")
+		if !ok {
+			return errors.New("want FROM,UNTIL, e.g. 1.5s,2s")
+		}
+		if err := setDuration(&q.From, from); err != nil {
+			return err
+		}
+		if err := setDuration(&q.Until, until); err != nil {
+			return err
+		}
+		if q.Until < q.From {
+			return errors.New("UNTIL is before FROM")
+		}
+		return nil
+	}},
 	{"pid", "only this process (every image of the pid)", func(q *Query, v string) error {
 		pid, err := strconv.Atoi(v)
 		if err == nil && pid <= 0 {

@@ -20,11 +20,13 @@ type Query struct {
 	At       time.Duration // live: time since the capture's start (see heap.Start); AtEnd = the end
 	Lifetime time.Duration // temporary: 0 = heap.DefaultLifetime
 	MinAge   time.Duration // leaks: only blocks at least this old at the end
-	PID      int           // only this process (all its images); 0 = all
-	Thread   uint32        // only this thread's allocations; 0 = all
-	Focus    string        // keep stacks with a frame matching this regexp
-	Hide     string        // drop frames matching this regexp from stacks
-	ByThread bool          // one sample per thread (pprof labels)
+	From     time.Duration // with Until > 0: only the window [From, Until] since the start (capture.Window)
+	Until    time.Duration
+	PID      int    // only this process (all its images); 0 = all
+	Thread   uint32 // only this thread's allocations; 0 = all
+	Focus    string // keep stacks with a frame matching this regexp
+	Hide     string // drop frames matching this regexp from stacks
+	ByThread bool   // one sample per thread (pprof labels)
 }
 
 // AtEnd, as Query.At, asks the live view for the end of the run: the last
@@ -83,6 +85,11 @@ func (q Query) Compute(c *capture.Capture) (*Result, error) {
 		r.Filter["min_age"] = q.MinAge.String()
 	}
 	cc := r.Capture
+	if q.Until > 0 {
+		start := heap.Start(cc)
+		cc = cc.Window(start+int64(q.From), start+int64(q.Until))
+		r.Filter["window"] = q.From.String() + "," + q.Until.String()
+	}
 	switch q.View {
 	case "allocs":
 		r.Profile = heap.Allocs(cc, opt)

@@ -28,6 +28,7 @@ type unprofiled struct {
 	// round. Forgotten every fullEvery rounds, in case a pid was reused.
 	member map[int]bool
 	scans  int
+	self   string // heaplens's own executable: a test runner's heaplens window is a tool, not the program
 }
 
 // fullEvery is how many rounds pass between full reads of /proc.
@@ -41,7 +42,8 @@ type image struct {
 }
 
 func newUnprofiled(root int, lib string) *unprofiled {
-	return &unprofiled{root: root, lib: lib, rounds: map[image]int{}}
+	self, _ := os.Executable()
+	return &unprofiled{root: root, lib: lib, rounds: map[image]int{}, self: self}
 }
 
 // scan looks at every process of the tree and returns a note for each image
@@ -52,8 +54,8 @@ func (u *unprofiled) scan(profiled map[int]string) (notes []string, execd []int)
 	now := map[image]bool{}
 	for _, pid := range u.tree() {
 		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-		if err != nil || profiled[pid] == exe {
-			continue // gone, a zombie, or profiled
+		if err != nil || profiled[pid] == exe || exe == u.self {
+			continue // gone, a zombie, profiled, or heaplens itself
 		}
 		im := image{pid, exe}
 		now[im] = true

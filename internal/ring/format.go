@@ -23,6 +23,7 @@ const (
 
 	MarkPyFinalizing = 1
 	MarkExit         = 2
+	MarkUser         = 3
 
 	AllocTruncated   = 1
 	AllocPyMem       = 2

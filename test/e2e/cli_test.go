@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -47,6 +48,11 @@ func TestCLIMessages(t *testing.T) {
 		{name: "push too often", args: []string{"run", "--push", "http://127.0.0.1:1", "--push-every", "100ms", "--", "true"}, code: 2, stderr: []string{"--push-every 100ms: at least 1s"}},
 		{name: "bad label", args: []string{"run", "--push", "http://127.0.0.1:1", "--label", "env=a,b", "--", "true"}, code: 2, stderr: []string{`label "env=a,b": the value must`}},
 		{name: "pprof bad address", args: []string{"run", "--pprof-addr", "256.0.0.1:1", "--", "true"}, code: 1, stderr: []string{"heaplens run: --pprof-addr: listen tcp"}},
+		{name: "window bad mark", args: []string{"window", capPath, "--mark", "x"}, code: 2, stderr: []string{`--mark "x": want PID:VALUE`}},
+		{name: "window mark never comes", args: []string{"window", capPath, "--mark", "1:7", "--timeout", "100ms"}, code: 1, stderr: []string{"no mark 7 of pid 1 after 100ms"}},
+		{name: "window no capture", args: []string{"window"}, code: 2, stderr: []string{"name one capture file"}},
+		{name: "window no windows", args: []string{"window", capPath}, code: 0, stdout: []string{"[]"}},
+		{name: "report window backwards", args: []string{"report", capPath, "--window", "2s,1s"}, code: 2, stderr: []string{"UNTIL is before FROM"}},
 		{name: "serve bad view", args: []string{"serve", capPath, "--view", "nope"}, code: 2, stderr: []string{`unknown view "nope"`}},
 		{name: "truncated capture", args: []string{"report", trunc}, code: 1,
 			stdout: []string{"command:   unknown", "rate:      unknown"}, notOut: []string{"rate:      1 B", "command:   ?"},
@@ -82,5 +88,25 @@ func TestCLIMessages(t *testing.T) {
 				t.Errorf("help wrote to stderr: %s", r.stderr)
 			}
 		})
+	}
+}
+
+// heaplens window reads its windows from standard input: bad lines are
+// refused with their line number.
+func TestWindowBadInput(t *testing.T) {
+	capPath := profileBurst(t)
+	for in, want := range map[string]string{
+		"{\"name\":\"a\",\"pid\":1,\"from\":1,\"until\":2}\nnot json\n": "window line 2:",
+		"{\"name\":\"a\",\"pid\":0,\"from\":1,\"until\":2}\n":           "window line 1: want a pid",
+		"{\"name\":\"a\",\"pid\":5,\"from\":3,\"until\":2}\n":           "from ≤ until",
+		"{\"name\":\"a\",\"pid\":5,\"from\":1,\"until\":2,\"x\":1}\n":   "unknown field",
+		"{\"name\":\"a\",\"pid\":999999999,\"from\":1,\"until\":2}\n":   "no process with pid 999999999",
+	} {
+		cmd := exec.Command(heaplensBin(t), "window", capPath)
+		cmd.Stdin = strings.NewReader(in)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), want) {
+			t.Errorf("input %q: %v, %s; want an error naming %q", in, err, out, want)
+		}
 	}
 }

@@ -1,0 +1,300 @@
+"""The heaplens pytest plugin (docs/pytest.md).
+
+`pytest --heaplens` runs the session under `heaplens run` (re-executing
+pytest under it, once the tests are collected) and ends with the tests
+that allocated, peaked and leaked the most. Two markers set limits:
+
+    @pytest.mark.limit_memory("24 MB")  # the test's peak: the most its own
+                                         # allocations held at once
+    @pytest.mark.limit_leaks("1 MB")    # its allocations still live at its
+                                         # end, after gc.collect()
+
+Each test is a window of time in the session's capture. At the end of a
+test with a limit, the plugin marks the capture (heaplens_mark, in the
+preloaded library) and asks `heaplens window` for the window's figures, which
+it reads once the agent has written the mark. The numbers are estimates
+from sampling; the session's rate is chosen from the smallest limit so that
+an estimate's 95 % interval is within 5 % of it.
+"""
+import ctypes
+import gc
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from . import binary
+
+# Set in the session heaplens runs. Not HEAPLENS_*: heaplens run passes on
+# none of those, which belong to the profiler of the process.
+_CAPTURE_ENV = "PYTEST_HEAPLENS_CAPTURE"
+_REMOVE_ENV = "PYTEST_HEAPLENS_REMOVE"  # the capture's temporary directory
+_DEFAULT_RATE = 512 * 1024
+# An estimate of B bytes from samples at rate r has a standard deviation of
+# at most sqrt(B·r) (small blocks; larger ones are estimated better), so
+# 1.96·sqrt(L·r) ≤ 0.05·L when r ≤ L·(0.05/1.96)² ≈ L/1537.
+_RATE_DIVISOR = 1537
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
+          "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
+
+
+def parse_size(text):
+    """Bytes in "24 MB", "512KiB", "1.5 GB" (powers of 1024, as memray's markers)."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
+    if not m or m.group(2).upper() not in _UNITS:
+        raise ValueError("not a size: %r (write e.g. \"24 MB\" or \"512 KiB\")" % (text,))
+    n = float(m.group(1)) * _UNITS[m.group(2).upper()]
+    if n < 1:
+        raise ValueError("a size limit must be at least 1 byte: %r" % (text,))
+    return int(n)
+
+
+def format_size(n):
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return "%.1f %s" % (n / size, unit)
+    return "%.0f B" % n
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("heaplens", "memory profiling with heaplens")
+    group.addoption("--heaplens", action="store_true",
+                    help="run the session under heaplens: tables of the tests that allocated, peaked and leaked most; "
+                         "limit_memory and limit_leaks markers enforced")
+    group.addoption("--heaplens-rate", metavar="SIZE",
+                    help="sampling rate (mean bytes between samples, e.g. 64KiB; 1 = every allocation); "
+                         "default: chosen from the smallest limit of the collected tests, else 512KiB")
+    group.addoption("--heaplens-capture", metavar="DIR",
+                    help="write the session's capture into DIR and keep it (default: a temporary directory, removed)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "limit_memory(size): fail when the test's allocations held more than size at once "
+                                       "(estimated by heaplens; needs --heaplens)")
+    config.addinivalue_line("markers", "limit_leaks(size): fail when more than size of the test's allocations are still "
+                                       "live at its end, after gc.collect() (estimated by heaplens; needs --heaplens)")
+    if not config.getoption("heaplens"):
+        return
+    if os.environ.get(_CAPTURE_ENV):
+        config.pluginmanager.register(_Session(config, os.environ[_CAPTURE_ENV]), "heaplens-session")
+    elif _mark_function() is not None:
+        raise pytest.UsageError("--heaplens: pytest already runs under heaplens; run pytest --heaplens alone, "
+                                "it starts heaplens itself")
+    else:
+        config.pluginmanager.register(_Launcher(config), "heaplens-launcher")
+
+
+def _mark_function():
+    """heaplens_mark from the preloaded library, or None when it is not in
+    this process."""
+    try:
+        f = ctypes.CDLL(None).heaplens_mark
+    except (AttributeError, OSError):
+        return None
+    f.argtypes, f.restype = [ctypes.c_uint64], ctypes.c_int
+    return f
+
+
+def _limits(item):
+    out = {}
+    for name in ("limit_memory", "limit_leaks"):
+        m = item.get_closest_marker(name)
+        if m is not None:
+            if len(m.args) != 1:
+                raise pytest.UsageError("%s: @pytest.mark.%s takes one size, e.g. \"24 MB\"" % (item.nodeid, name))
+            try:
+                out[name] = parse_size(m.args[0])
+            except ValueError as e:
+                raise pytest.UsageError("%s: @pytest.mark.%s: %s" % (item.nodeid, name, e))
+    return out
+
+
+class _Launcher:
+    """In a session not yet under heaplens: collect quietly, choose the rate
+    from the limits, then become `heaplens run -- python -m pytest …`."""
+
+    def __init__(self, config):
+        self.config = config
+        # The session that heaplens runs reports everything; this one would
+        # only say it twice.
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            config.pluginmanager.unregister(reporter)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session):
+        config = self.config
+        rate = config.getoption("heaplens_rate")
+        if rate is None:
+            rate = _DEFAULT_RATE
+            for item in session.items:
+                for limit in _limits(item).values():
+                    rate = min(rate, max(1, limit // _RATE_DIVISOR))
+            rate = 1 << (rate.bit_length() - 1)  # a power of two, rounded down
+        keep = config.getoption("heaplens_capture")
+        directory = os.path.abspath(keep) if keep else tempfile.mkdtemp(prefix="heaplens-pytest-")
+        os.makedirs(directory, exist_ok=True)
+        capture = os.path.join(directory, "pytest-%d.hlc" % os.getpid())
+        env = dict(os.environ)
+        env[_CAPTURE_ENV] = capture
+        if not keep:
+            env[_REMOVE_ENV] = directory
+        args = [binary(), "run", "-q", "-o", capture, "--rate", str(rate), "--",
+                sys.executable, "-m", "pytest"] + list(config.invocation_params.args)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.chdir(str(config.invocation_params.dir))
+        try:
+            os.execve(args[0], args, env)
+        except OSError as e:
+            raise pytest.UsageError("--heaplens: cannot run %s: %s" % (args[0], e))
+
+
+class _Window:
+    """One test: when it ran, in CLOCK_MONOTONIC ns."""
+
+    def __init__(self, nodeid, start):
+        self.nodeid, self.start, self.end = nodeid, start, start
+
+    def spec(self):
+        return {"name": self.nodeid, "pid": os.getpid(), "from": self.start, "until": self.end}
+
+
+class _Session:
+    """In the session heaplens runs: a window per test, limits checked at
+    each test's end, the tables at the session's end."""
+
+    def __init__(self, config, capture):
+        self.config = config
+        self.capture = capture
+        self.windows = []
+        self.failures = {}  # nodeid -> message
+        self.marks = 0
+        self.mark = _mark_function()
+
+    def _figures(self, windows):
+        """heaplens window's figures for windows, once the capture holds
+        everything recorded until now."""
+        if self.mark is None:
+            raise RuntimeError("heaplens's library is not in this process (was pytest started by heaplens run?)")
+        self.marks += 1
+        if not self.mark(self.marks):
+            raise RuntimeError("heaplens could not record a mark (its ring is full)")
+        spec = "".join(json.dumps(w.spec()) + "\n" for w in windows)
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("HEAPLENS_")}
+        r = subprocess.run([binary(), "window", self.capture, "--mark", "%d:%d" % (os.getpid(), self.marks)],
+                           input=spec, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, env=env)
+        if r.returncode != 0:
+            raise RuntimeError("heaplens window: " + r.stderr.strip())
+        return json.loads(r.stdout)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item):
+        gc.collect()
+        w = _Window(item.nodeid, time.monotonic_ns())
+        yield
+        gc.collect()  # what the test dropped is not a leak
+        w.end = time.monotonic_ns()
+        self.windows.append(w)
+        limits = _limits(item)
+        if not limits:
+            return
+        try:
+            doc = self._figures([w])[0]
+        except RuntimeError as e:
+            self.failures[item.nodeid] = "heaplens could not measure the test: %s" % e
+            return
+        msgs = []
+        test_fn = getattr(item, "originalname", item.name)
+        for name, key, what in (("limit_memory", "peak", "held at its peak"), ("limit_leaks", "leaked", "leaked")):
+            if name in limits and doc[key]["bytes"] > limits[name]:
+                msgs.append(_over(item.nodeid, what, doc[key], limits[name], test_fn))
+        if msgs:
+            msgs.append("see it whole: heaplens report %s --pid %d --window %s" % (self.capture, os.getpid(), doc["window"]))
+            self.failures[item.nodeid] = "\n\n".join(msgs)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        msg = self.failures.pop(item.nodeid, None)
+        if msg is not None and call.when == "call" and report.passed:
+            report.outcome = "failed"
+            report.longrepr = msg
+
+    def pytest_terminal_summary(self, terminalreporter):
+        tr = terminalreporter
+        tr.section("heaplens")
+        if not self.windows:
+            tr.write_line("no test ran")
+            return
+        try:
+            docs = self._figures(self.windows)
+        except RuntimeError as e:
+            tr.write_line("heaplens could not measure the tests: %s" % e)
+            return
+        for key, title in (("allocated", "allocated the most"), ("peak", "held the most at once"),
+                           ("leaked", "leaked the most")):
+            top = sorted((d for d in docs if d[key]["bytes"] > 0), key=lambda d: -d[key]["bytes"])[:5]
+            if not top:
+                continue
+            tr.write_line("tests that %s:" % title)
+            for d in top:
+                f = d[key]
+                site = _site(f["top"][0]["frames"]) if f["top"] else "?"
+                tr.write_line("  %12s ± %-10s %s  (top site: %s)" % (format_size(f["bytes"]), format_size(f["ci95"]),
+                                                                      d["name"], site))
+        if os.environ.get(_REMOVE_ENV):
+            tr.write_line("(the capture is removed at exit; --heaplens-capture DIR keeps it)")
+        else:
+            tr.write_line("capture: %s (heaplens report, heaplens serve; a test alone: --pid %d --window FROM,UNTIL)"
+                          % (self.capture, os.getpid()))
+
+    def pytest_unconfigure(self, config):
+        directory = os.environ.get(_REMOVE_ENV)
+        if directory:
+            # heaplens run still writes the capture until this process exits;
+            # unlinking it now is safe: the file goes when the writer closes it.
+            for name in os.listdir(directory):
+                os.unlink(os.path.join(directory, name))
+            os.rmdir(directory)
+
+
+def _over(nodeid, what, fig, limit, test_fn):
+    lines = ["%s %s %s ± %s (95 %% interval), over its limit of %s" % (
+        nodeid, what, format_size(fig["bytes"]), format_size(fig["ci95"]), format_size(limit))]
+    for st in fig["top"]:
+        lines.append("")
+        lines.append("  %s ± %s in:" % (format_size(st["bytes"]), format_size(st["ci95"])))
+        lines.extend("    " + f for f in _below(st["frames"], test_fn))
+    return "\n".join(lines)
+
+
+def _below(frames, test_fn):
+    """The frames of a stack (leaf first) up to the test function: pytest's
+    own frames above it say nothing about the test."""
+    for i, f in enumerate(frames):
+        if f.startswith(test_fn + " ("):
+            return frames[:i + 1]
+    return frames
+
+
+_PY_FRAME = re.compile(r"^(.*) \((?:.*/)?([^/]+\.py:\d+)\)$")
+
+
+def _site(frames):
+    """A stack's site for a table: its innermost Python frame (file name
+    without directory), after the native leaf when that differs."""
+    for i, f in enumerate(frames):
+        m = _PY_FRAME.match(f)
+        if m:
+            py = "%s (%s)" % (m.group(1), m.group(2))
+            return py if i == 0 else "%s ← %s" % (frames[0].split(" (")[0], py)
+    return frames[0] if frames else "?"

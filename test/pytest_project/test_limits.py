@@ -1,0 +1,80 @@
+"""The sample project of the heaplens pytest plugin (test/e2e/wheel_test.go).
+
+Every test says in its name whether --heaplens must pass or fail it; the
+sizes are far from the limits, so that sampling cannot decide. What a
+failing test's message must name is in EXPECT.
+"""
+import ctypes
+import os
+
+import pytest
+
+try:
+    import numpy
+except ImportError:  # the e2e test installs numpy; its absence fails there, loudly
+    numpy = None
+
+_native = ctypes.CDLL(os.environ["NATIVE_LIB"])
+_native.native_hold.argtypes = [ctypes.c_size_t, ctypes.c_int]
+_native.omp_hold.argtypes = [ctypes.c_size_t, ctypes.c_int]
+
+MiB = 1 << 20
+_cache = {}
+
+# What the failure message of each failing test names (a frame of the top stack).
+EXPECT = {
+    "test_leaky_cache_fails": "fill_cache",
+    "test_numpy_spike_fails": "spike",
+    "test_c_leak_fails": "native_hold",
+    "test_openmp_leak_fails": "[pool: libgomp (openmp)]",
+}
+
+
+def fill_cache(n):
+    for i in range(n):
+        _cache[len(_cache)] = bytearray(64 * 1024)
+
+
+def spike():
+    a = numpy.ones((1024, 1024))  # 8 MiB
+    return float(((a * 2) + (a * 3) + (a * 4)).sum())  # temporaries: several 8 MiB arrays at once
+
+
+def run_openmp(n):
+    _native.omp_hold(n, 2)
+
+
+@pytest.mark.limit_leaks("1 MB")
+def test_leaky_cache_fails():
+    fill_cache(128)  # 8 MiB kept
+
+
+@pytest.mark.limit_leaks("32 MB")
+def test_leaky_cache_within_limit_passes():
+    fill_cache(32)  # 2 MiB kept
+
+
+@pytest.mark.limit_memory("8 MB")
+def test_numpy_spike_fails():
+    assert spike() > 0  # peak of about 32 MiB, all freed
+
+
+@pytest.mark.limit_memory("256 MB")
+@pytest.mark.limit_leaks("4 MB")
+def test_numpy_spike_within_limits_passes():
+    assert spike() > 0
+
+
+@pytest.mark.limit_leaks("1 MB")
+def test_c_leak_fails():
+    _native.native_hold(16 * MiB, 64)
+
+
+@pytest.mark.limit_leaks("1 MB")
+def test_openmp_leak_fails():
+    run_openmp(8 * MiB)  # 2 threads × 8 MiB kept
+
+
+def test_unmarked_allocates_passes():
+    data = [bytearray(MiB) for _ in range(16)]
+    assert len(data) == 16
