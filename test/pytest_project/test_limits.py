@@ -4,19 +4,14 @@ Every test says in its name whether --heaplens must pass or fail it; the
 sizes are far from the limits, so that sampling cannot decide. What a
 failing test's message must name is in EXPECT.
 """
-import ctypes
-import os
-
 import pytest
+
+import native  # native.c, built for each Python by the e2e test
 
 try:
     import numpy
 except ImportError:  # the e2e test installs numpy; its absence fails there, loudly
     numpy = None
-
-_native = ctypes.CDLL(os.environ["NATIVE_LIB"])
-_native.native_hold.argtypes = [ctypes.c_size_t, ctypes.c_int]
-_native.omp_hold.argtypes = [ctypes.c_size_t, ctypes.c_int]
 
 MiB = 1 << 20
 _cache = {}
@@ -41,7 +36,7 @@ def spike():
 
 
 def run_openmp(n):
-    _native.omp_hold(n, 2)
+    native.omp_hold(n, 2)
 
 
 @pytest.mark.limit_leaks("1 MB")
@@ -67,7 +62,7 @@ def test_numpy_spike_within_limits_passes():
 
 @pytest.mark.limit_leaks("1 MB")
 def test_c_leak_fails():
-    _native.native_hold(16 * MiB, 64)
+    native.hold(16 * MiB, 64)
 
 
 @pytest.mark.limit_leaks("1 MB")
