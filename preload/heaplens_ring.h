@@ -65,11 +65,11 @@ struct hl_ring_header {
  * written last with a release store: until then it reads 0.
  *   bits  0..31 length in bytes, including the header word
  *   bits 32..39 record type (HL_REC_*)
- *   bits 40..47 function (HL_FUNC_*) for ALLOC, 0 otherwise
+ *   bits 40..47 function (HL_FUNC_*) for ALLOC; for FREE, HL_FUNC_MUNMAP or 0
  *   bits 48..63 count: frames for ALLOC, segments for MODULE
  */
 #define HL_REC_ALLOC 1u  /* time, addr, size, tid|flags<<32, frames[count] (leaf first) */
-#define HL_REC_FREE 2u   /* time, addr, tid */
+#define HL_REC_FREE 2u   /* time, addr, tid; with HL_FUNC_MUNMAP also the length unmapped */
 #define HL_REC_MODULE 3u /* time, load bias, path length, segments[count] {vaddr, memsz, offset, flags}, path */
 #define HL_REC_CODE 4u   /* code, identity|firstlineno<<32, filename kind|len<<8, qualname kind|len<<8, table len, bytes */
 #define HL_REC_MARK 5u   /* time, kind (HL_MARK_*), value */
@@ -129,6 +129,10 @@ enum hl_func {
 	HL_FUNC_PYMEM_MALLOC,
 	HL_FUNC_PYMEM_CALLOC,
 	HL_FUNC_PYMEM_REALLOC,
+	HL_FUNC_MMAP,   /* an anonymous mapping the program made itself */
+	HL_FUNC_MREMAP, /* a mapping moved or resized with mremap */
+	HL_FUNC_SBRK,   /* the program grew the break itself */
+	HL_FUNC_MUNMAP, /* FREE only: a range unmapped */
 };
 
 static inline uint64_t hl_rec_header(uint32_t len, uint32_t type, uint32_t func, uint32_t count)

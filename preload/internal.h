@@ -247,6 +247,7 @@ static inline void *raw_of(void *p) { return (char *)p - off_of(p); }
 void *tag(void *raw, uint64_t off);
 void record_alloc(void *p, size_t n, int func);
 void record_free(void *p);
+void record_unmap(void *p, size_t n);
 void record_origin(uint64_t token, int walked);
 uint32_t hl_tid(void);
 int hl_active(void);

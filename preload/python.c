@@ -77,6 +77,13 @@ typedef struct {
 	void *(*realloc)(void *ctx, void *ptr, size_t new_size);
 	void (*free)(void *ctx, void *ptr);
 } pymem_allocator;
+
+/* PyObjectArenaAllocator: where pymalloc gets its arenas (mmap, by default). */
+typedef struct {
+	void *ctx;
+	void *(*alloc)(void *ctx, size_t size);
+	void (*free)(void *ctx, void *ptr, size_t size);
+} arena_allocator;
 enum { PYMEM_DOMAIN_RAW, PYMEM_DOMAIN_MEM, PYMEM_DOMAIN_OBJ };
 #define PYMALLOC_MAX 512 /* SMALL_REQUEST_THRESHOLD: larger requests go on to malloc, which samples them */
 
@@ -92,6 +99,8 @@ static struct {
 	int (*is_initialized)(void);
 	void (*get_allocator)(int, pymem_allocator *);
 	void (*set_allocator)(int, pymem_allocator *);
+	void (*get_arena)(arena_allocator *);
+	void (*set_arena)(arena_allocator *);
 	uint32_t generation; /* bumped in a fork child: its ring has seen no code yet */
 	uintptr_t text_lo, text_hi; /* the interpreter's code (libpython, or the executable) */
 	uintptr_t eval;             /* _PyEval_EvalFrameDefault */
@@ -187,6 +196,8 @@ void py_detect(void)
 	py.is_initialized = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
 	py.get_allocator = (void (*)(int, pymem_allocator *))dlsym(RTLD_DEFAULT, "PyMem_GetAllocator");
 	py.set_allocator = (void (*)(int, pymem_allocator *))dlsym(RTLD_DEFAULT, "PyMem_SetAllocator");
+	py.get_arena = (void (*)(arena_allocator *))dlsym(RTLD_DEFAULT, "PyObject_GetArenaAllocator");
+	py.set_arena = (void (*)(arena_allocator *))dlsym(RTLD_DEFAULT, "PyObject_SetArenaAllocator");
 	if (major != 3 || minor < 8 || minor > 13 || !py.runtime || !py.code_type || !py.gilstate_tstate ||
 	    (minor >= 12 && !py.attached_tstate)) {
 		set_status(hex, HL_PY_UNSUPPORTED);
@@ -518,7 +529,9 @@ static int table_init(void)
 	table_bits = 14;
 	while (table_bits < 22 && (1ull << table_bits) < want)
 		table_bits++;
+	tls.busy++; /* our table, not the program's mapping */
 	void *m = mmap(NULL, 8ull << table_bits, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	tls.busy--;
 	if (m == MAP_FAILED)
 		return 0;
 	table = m;
@@ -777,6 +790,43 @@ static void settle(void)
 	__atomic_store_n(&settling, 0, __ATOMIC_RELEASE);
 }
 
+/*
+ * pymalloc's arenas hold the objects the PyMem hooks sample one by one:
+ * their mmaps must not be sampled again as mappings (maps.c). The arena
+ * allocator runs with the sampler paused. Wrapped once, from the
+ * constructor: a later wrapper may call ours, and wrapping it in turn would
+ * loop.
+ */
+static arena_allocator arena_prev;
+
+static void *arena_alloc(void *ctx, size_t n)
+{
+	(void)ctx;
+	tls.busy++;
+	void *p = arena_prev.alloc(arena_prev.ctx, n);
+	tls.busy--;
+	return p;
+}
+
+static void arena_free(void *ctx, void *p, size_t n)
+{
+	(void)ctx;
+	tls.busy++;
+	arena_prev.free(arena_prev.ctx, p, n);
+	tls.busy--;
+}
+
+static void arena_wrap(void)
+{
+	if (!py.get_arena || !py.set_arena)
+		return;
+	py.get_arena(&arena_prev);
+	if (!arena_prev.alloc || !arena_prev.free)
+		return;
+	arena_allocator ours = {NULL, arena_alloc, arena_free};
+	py.set_arena(&ours);
+}
+
 /* Constructor only: installs the hooks with PyMem_SetAllocator and finds the slots. */
 static void pymem_install(void)
 {
@@ -806,6 +856,7 @@ static void pymem_install(void)
 			py.set_allocator(domains[i], &pm.ctx[i][0]);
 		return publish(HL_PYMEM_LOST);
 	}
+	arena_wrap();
 	publish(HL_PYMEM_HOOKED);
 	__atomic_store_n(&py_pending, 1, __ATOMIC_RELEASE);
 }

@@ -204,6 +204,27 @@ COLD void record_origin(uint64_t token, int walked)
 	errno = saved;
 }
 
+/* A munmap of [p, p+n): the agent frees the sampled mappings that start in it. */
+COLD void record_unmap(void *p, size_t n)
+{
+	struct hl_ring_header *h = __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE);
+	uint64_t pos;
+	if (!h || !g.active)
+		return;
+	int saved = errno;
+	if (!ring_reserve(40, &pos)) {
+		__atomic_fetch_add(&h->dropped_free, 1, __ATOMIC_RELAXED);
+		errno = saved;
+		return;
+	}
+	ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
+	ring_put(pos + 16, (uint64_t)(uintptr_t)p);
+	ring_put(pos + 24, (uint64_t)tid());
+	ring_put(pos + 32, (uint64_t)n);
+	ring_commit(pos, hl_rec_header(40, HL_REC_FREE, HL_FUNC_MUNMAP, 0));
+	errno = saved;
+}
+
 /* Must be called before the block is released, so that a reuse of the address is recorded after it. */
 COLD void record_free(void *p)
 {

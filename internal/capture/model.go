@@ -212,6 +212,9 @@ const (
 	FuncPyMemMalloc // PyMem_Malloc/PyObject_Malloc: an object from pymalloc's arenas
 	FuncPyMemCalloc
 	FuncPyMemRealloc
+	FuncMmap   // an anonymous mapping the program made itself (mmap, mmap64)
+	FuncMremap // a mapping moved or resized with mremap
+	FuncSbrk   // the program grew the break itself
 )
 
 // FuncNames names the hooked functions for reports.
@@ -221,4 +224,26 @@ var FuncNames = map[uint8]string{
 	FuncAlignedAlloc: "aligned_alloc", FuncMemalign: "memalign",
 	FuncValloc: "valloc", FuncPvalloc: "pvalloc",
 	FuncPyMemMalloc: "PyMem_Malloc", FuncPyMemCalloc: "PyMem_Calloc", FuncPyMemRealloc: "PyMem_Realloc",
+	FuncMmap: "mmap", FuncMremap: "mremap", FuncSbrk: "sbrk",
+}
+
+// Kinds of memory, from the function that got it: what --kind selects.
+const (
+	MemMalloc = "malloc" // the malloc family
+	MemPyMem  = "pymem"  // Python objects from pymalloc's arenas
+	MemMmap   = "mmap"   // mappings (and break growth) the program made itself
+)
+
+// MemKinds lists the kinds of memory, in the order help shows them.
+var MemKinds = []string{MemMalloc, MemPyMem, MemMmap}
+
+// MemKind says which kind of memory a hooked function hands out.
+func MemKind(f uint8) string {
+	switch {
+	case f >= FuncPyMemMalloc && f <= FuncPyMemRealloc:
+		return MemPyMem
+	case f >= FuncMmap && f <= FuncSbrk:
+		return MemMmap
+	}
+	return MemMalloc
 }

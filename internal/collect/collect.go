@@ -71,6 +71,7 @@ type stream struct {
 	late      uint64    // records after that, left out
 	corrupt   bool      // a record header could not be framed: nothing more is read
 	execd     bool      // its process exec'd an image that has no ring (see Execd)
+	maps      mappings  // its sampled mappings still mapped
 }
 
 type module struct {
@@ -340,6 +341,10 @@ func (c *Collector) drain(s *stream) error {
 		case ring.RecOrigin:
 			werr = c.origin(s, rec)
 		case ring.RecFree:
+			if rec.Func == ring.FuncMunmap {
+				werr = c.unmap(s, rec)
+				break
+			}
 			c.Frees++
 			werr = c.w.Free(&capture.Free{Stream: s.id, TID: rec.TID, TimeNano: rec.TimeNano, Addr: rec.Addr})
 		case ring.RecModule:
@@ -427,11 +432,26 @@ func (c *Collector) alloc(s *stream, rec *ring.Record) error {
 	if err != nil {
 		return err
 	}
+	if capture.MemKind(rec.Func) == capture.MemMmap {
+		s.maps.add(rec.Addr)
+	}
 	return c.w.Alloc(&capture.Alloc{
 		Stream: s.id, TID: rec.TID, TimeNano: rec.TimeNano,
 		Addr: rec.Addr, Size: rec.Size, StackID: sid, Func: rec.Func,
 		Origin: rec.Token, Method: rec.Method,
 	})
+}
+
+// unmap frees the sampled mappings that start in a munmap's range. The
+// library records every munmap: only the agent knows which were sampled.
+func (c *Collector) unmap(s *stream, rec *ring.Record) error {
+	for _, addr := range s.maps.take(rec.Addr, rec.Size) {
+		c.Frees++
+		if err := c.w.Free(&capture.Free{Stream: s.id, TID: rec.TID, TimeNano: rec.TimeNano, Addr: addr}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // origin writes the stack a thread recorded for the pool work done under a token.

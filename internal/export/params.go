@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/heap"
 )
 
@@ -61,6 +62,13 @@ var QueryParams = []QueryParam{
 		}
 		q.PID = pid
 		return err
+	}},
+	{"kind", "only this kind of memory: " + strings.Join(capture.MemKinds, ", ") + " (mappings the program made itself)", func(q *Query, v string) error {
+		if !slices.Contains(capture.MemKinds, v) {
+			return fmt.Errorf("unknown kind %q (%s)", v, strings.Join(capture.MemKinds, ", "))
+		}
+		q.Kind = v
+		return nil
 	}},
 	{"thread", "only allocations made by this thread id", func(q *Query, v string) error {
 		t, err := strconv.ParseUint(v, 10, 32)

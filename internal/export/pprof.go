@@ -113,6 +113,9 @@ func buildPProf(c *capture.Capture, alloc, inuse *heap.Profile) *profile.Profile
 				if s.TID != 0 {
 					ps.NumLabel["thread_id"] = []int64{int64(s.TID)}
 				}
+				if s.Func != heap.FuncMixed {
+					ps.Label["kind"] = []string{capture.MemKind(s.Func)}
+				}
 				if a := Attribution(c, s.StackID); a != "self" {
 					ps.Label["attribution"] = []string{a}
 				}

@@ -24,6 +24,7 @@ type Query struct {
 	Until    time.Duration
 	PID      int    // only this process (all its images); 0 = all
 	Thread   uint32 // only this thread's allocations; 0 = all
+	Kind     string // only this kind of memory (capture.MemKinds); "" = all
 	Focus    string // keep stacks with a frame matching this regexp
 	Hide     string // drop frames matching this regexp from stacks
 	ByThread bool   // one sample per thread (pprof labels)
@@ -49,7 +50,7 @@ type Result struct {
 // the capture does not hold.
 func (q Query) Compute(c *capture.Capture) (*Result, error) {
 	r := &Result{Capture: c, Filter: map[string]string{}, query: q, source: c}
-	opt := heap.Options{ByThread: q.ByThread, MinAge: q.MinAge, Thread: q.Thread}
+	opt := heap.Options{ByThread: q.ByThread, MinAge: q.MinAge, Thread: q.Thread, Kind: q.Kind}
 	if q.Hide != "" {
 		re, err := regexp.Compile(q.Hide)
 		if err != nil {
@@ -80,6 +81,9 @@ func (q Query) Compute(c *capture.Capture) (*Result, error) {
 	}
 	if q.Thread != 0 {
 		r.Filter["thread"] = strconv.FormatUint(uint64(q.Thread), 10)
+	}
+	if q.Kind != "" {
+		r.Filter["kind"] = q.Kind
 	}
 	if q.MinAge > 0 {
 		r.Filter["min_age"] = q.MinAge.String()

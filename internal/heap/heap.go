@@ -61,6 +61,7 @@ type Options struct {
 	Streams []uint32 // only these streams (e.g. every image of one pid); nil = no restriction
 
 	Thread    uint32                    // only allocations made by this thread id; 0 = all
+	Kind      string                    // only this kind of memory (capture.MemKinds); "" = all
 	KeepStack func(stackID uint64) bool // only these stacks (a frame filter); nil = all
 	ByThread  bool                      // one Sample per (stream, stack, thread) instead of (stream, stack)
 
@@ -77,6 +78,9 @@ func (o Options) keep(stream uint32) bool {
 // the result.
 func (o Options) keepSample(a *capture.Alloc) bool {
 	if o.Thread != 0 && a.TID != o.Thread {
+		return false
+	}
+	if o.Kind != "" && capture.MemKind(a.Func) != o.Kind {
 		return false
 	}
 	return o.KeepStack == nil || o.KeepStack(a.StackID)

@@ -25,6 +25,10 @@ const (
 	MarkExit         = 2
 	MarkUser         = 3
 
+	// FuncMunmap marks a FREE record of a munmap: it carries the length
+	// unmapped (Record.Size) after the tid.
+	FuncMunmap = 16
+
 	AllocTruncated   = 1
 	AllocPyMem       = 2
 	AllocOrigin      = 4 // word 5 is the origin token

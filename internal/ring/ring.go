@@ -85,7 +85,7 @@ type Record struct {
 	Func     uint8
 	TimeNano int64
 	Addr     uint64
-	Size     uint64
+	Size     uint64 // ALLOC: bytes asked for; FREE of a munmap: the length unmapped
 	TID      uint32
 	// Truncated is set on an ALLOC or ORIGIN whose native stack the library
 	// cut at its frame limit: the outermost frames are missing.
@@ -347,10 +347,19 @@ func (r *Ring) decode(rec *Record, hdr uint64, w []uint64) error {
 		c.Table = b[pad(fb)+pad(qb) : pad(fb)+pad(qb)+tb]
 		rec.Code = c
 	case RecFree:
-		if len(w) != 3 {
+		want := 3
+		if rec.Func == FuncMunmap {
+			want = 4
+		} else if rec.Func != 0 {
+			return fmt.Errorf("FREE of function %d", rec.Func)
+		}
+		if len(w) != want {
 			return fmt.Errorf("FREE with %d words", len(w))
 		}
 		rec.TimeNano, rec.Addr, rec.TID = int64(w[0]), w[1], uint32(w[2])
+		if want == 4 {
+			rec.Size = w[3]
+		}
 	case RecModule:
 		if len(w) < 3+4*count {
 			return fmt.Errorf("MODULE with %d words for %d segments", len(w), count)

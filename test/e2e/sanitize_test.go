@@ -17,7 +17,7 @@ import (
 // openmp.c is left out: its GOMP_* wrappers would stand in for the
 // harness's own libgomp.
 var harnessSources = []string{"preload/boot.c", "preload/hooks.c", "preload/modules.c", "preload/pools.c",
-	"preload/python.c", "preload/ring.c", "preload/sampler.c"}
+	"preload/maps.c", "preload/python.c", "preload/ring.c", "preload/sampler.c"}
 
 func buildHarness(t *testing.T, dir, out, sanitize, src string) string {
 	t.Helper()

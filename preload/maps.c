@@ -1,0 +1,89 @@
+/*
+ * Memory the program maps itself: anonymous mmap, mremap and sbrk growth,
+ * sampled by bytes like malloc, and munmap. glibc's malloc and the loader
+ * call their own internal mmap, never these symbols, so a malloc'd block
+ * is never counted twice; pymalloc's arenas are kept out by python.c,
+ * which runs CPython's arena allocator with the sampler paused.
+ *
+ * mmap, munmap and mremap are the system calls glibc's wrappers make on
+ * x86-64 (no wrapper does more), made directly so that no lookup of the
+ * next definition is needed, however early they are called. sbrk keeps
+ * glibc's own state and is looked up at its first use.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static void *sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+}
+
+static void *mapped(void *p, size_t len, int flags)
+{
+	if (p != MAP_FAILED && (flags & MAP_ANONYMOUS) && sample_now(len))
+		record_alloc(p, len, HL_FUNC_MMAP);
+	return p;
+}
+
+EXPORT void *HOOK(mmap)(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	return mapped(sys_mmap(addr, len, prot, flags, fd, off), len, flags);
+}
+
+EXPORT void *HOOK(mmap64)(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	return mapped(sys_mmap(addr, len, prot, flags, fd, off), len, flags);
+}
+
+/* The unmap is recorded first: once the range is gone, another thread may map it again at once. */
+EXPORT int HOOK(munmap)(void *addr, size_t len)
+{
+	if (!tls.busy)
+		record_unmap(addr, len);
+	return (int)syscall(SYS_munmap, addr, len);
+}
+
+EXPORT void *HOOK(mremap)(void *old, size_t oldlen, size_t newlen, int flags, ...)
+{
+	void *want = NULL;
+	if (flags & MREMAP_FIXED) {
+		va_list ap;
+		va_start(ap, flags);
+		want = va_arg(ap, void *);
+		va_end(ap);
+	}
+	void *p = (void *)syscall(SYS_mremap, old, oldlen, newlen, flags, want);
+	if (p == MAP_FAILED || tls.busy)
+		return p;
+	/* Like realloc: the old mapping goes, the new one is drawn by its size. */
+	record_unmap(old, oldlen);
+	if (sample_now(newlen))
+		record_alloc(p, newlen, HL_FUNC_MREMAP);
+	return p;
+}
+
+EXPORT void *HOOK(sbrk)(intptr_t inc)
+{
+	static void *(*next)(intptr_t);
+	void *(*f)(intptr_t) = __atomic_load_n(&next, __ATOMIC_ACQUIRE);
+	if (!f) {
+		f = (void *(*)(intptr_t))dlsym(RTLD_NEXT, "sbrk");
+		if (!f) {
+			errno = ENOMEM;
+			return (void *)-1;
+		}
+		__atomic_store_n(&next, f, __ATOMIC_RELEASE);
+	}
+	void *p = f(inc);
+	if (p != (void *)-1 && inc > 0 && sample_now((size_t)inc))
+		record_alloc(p, (size_t)inc, HL_FUNC_SBRK);
+	return p;
+}

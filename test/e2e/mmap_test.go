@@ -1,0 +1,96 @@
+package e2e
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heaplens/heaplens/test/testenv"
+)
+
+const miB = 1 << 20
+
+// TestMmapKind runs test/workloads/mapper.c, whose mappings have exact
+// sizes, at a rate far below them (every one is sampled with probability
+// 1 − e^(−size/rate) ≥ 1 − e^(−16), and weighs 1/that): the mmap kind holds
+// the program's own anonymous mappings, mremap and sbrk growth, and nothing
+// glibc's malloc mapped for it or a file mapping.
+func TestMmapKind(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "mapper.c")
+	capPath, res := profile(t, dir, []string{"--rate", "64KiB", "--seed", "3"}, bin)
+	if res.code != 0 {
+		t.Fatalf("mapper under heaplens: exit %d\n%s", res.code, res.stderr)
+	}
+	near := func(what string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 0.001*want+1 {
+			t.Errorf("%s: %.0f bytes, want %.0f", what, got, want)
+		}
+	}
+	leaks := reportWith(t, capPath, "--view", "leaks", "--kind", "mmap")
+	near("leaked mmap, map_big", leaks.site("map_big"), 64*miB)
+	near("leaked mmap, map_grow", leaks.site("map_grow"), 16*miB)
+	near("leaked mmap, grow_break", leaks.site("grow_break"), 1*miB)
+	near("leaked mmap in all", leaks.total(), 81*miB)
+	allocs := reportWith(t, capPath, "--view", "allocs", "--kind", "mmap")
+	near("allocated mmap, map_temp", allocs.site("map_temp"), 8*miB)
+	near("allocated mmap, map_grow (4 MiB, then 16 MiB)", allocs.site("map_grow"), 20*miB)
+	near("allocated mmap in all", allocs.total(), 93*miB)
+	for _, fn := range []string{"malloc_big", "map_file"} {
+		if got := allocs.site(fn); got != 0 {
+			t.Errorf("%s counted as a mapping: %.0f bytes in %v", fn, got, allocs.stacksWith(fn))
+		}
+	}
+	malloc := reportWith(t, capPath, "--view", "leaks", "--kind", "malloc")
+	near("leaked malloc, malloc_big", malloc.site("malloc_big"), 32*miB)
+	if got := malloc.site("map_big") + malloc.site("map_grow"); got != 0 {
+		t.Errorf("mappings counted as malloc: %.0f bytes", got)
+	}
+	// The text report says which function got the memory.
+	text := run(t, time.Minute, heaplensBin(t), "report", capPath, "--view", "leaks")
+	for _, want := range []string{"by mmap", "by mremap", "by sbrk"} {
+		if !strings.Contains(text.stdout, want) {
+			t.Errorf("the leaks report does not say %q:\n%s", want, text.stdout)
+		}
+	}
+}
+
+// TestNoDoubleCounting: a C program that only mallocs has no mmap kind at
+// rate 1, whatever glibc maps for it; and a Python program's objects are
+// counted once, as pymem, not again as the arenas pymalloc maps for them.
+func TestNoDoubleCounting(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "diffsites.c")
+	capPath, res := profile(t, dir, []string{"--rate", "1"}, bin, "1")
+	if res.code != 0 {
+		t.Fatalf("diffsites: exit %d\n%s", res.code, res.stderr)
+	}
+	if m := reportWith(t, capPath, "--view", "allocs", "--kind", "mmap"); m.total() != 0 {
+		t.Errorf("a malloc-only program has %.0f bytes of mappings at rate 1: %v", m.total(), m)
+	}
+	// diffsites.c's exact totals: 20000·256 + 8·1 MiB + 20000·4096 + 256·64 KiB.
+	want := float64(20000*256 + 8*miB + 20000*4096 + 256*64<<10)
+	if got := reportWith(t, capPath, "--view", "allocs", "--kind", "malloc").site("main"); got != want {
+		t.Errorf("malloc kind: %.0f bytes allocated, want exactly %.0f", got, want)
+	}
+	for _, py := range testenv.Pythons(t) {
+		t.Run(py.Name, func(t *testing.T) {
+			capPath, res := profile(t, t.TempDir(), []string{"--rate", "64KiB"}, py.Path, root+"/test/workloads/pyarenas.py", "200000")
+			if res.code != 0 {
+				t.Fatalf("exit %d\n%s", res.code, res.stderr)
+			}
+			// 200,000 tuples and 400,000 floats: about 20 MiB of pymalloc
+			// objects; at 64 KiB the estimate's σ is about 1.2 MiB.
+			pymem := reportWith(t, capPath, "--view", "leaks", "--kind", "pymem").site("fill")
+			if pymem < 16*miB {
+				t.Errorf("%.0f bytes of objects in fill, want about 20 MiB", pymem)
+			}
+			if m := reportWith(t, capPath, "--view", "allocs", "--kind", "mmap"); m.total() > 1*miB {
+				t.Errorf("%.0f bytes of mappings: pymalloc's arenas counted again? %v", m.total(), fmt.Sprint(m))
+			}
+		})
+	}
+}
