@@ -60,7 +60,7 @@ func TestLayoutMatchesC(t *testing.T) {
 		"HL_FUNC_PVALLOC": uint64(capture.FuncPvalloc), "HL_FUNC_PYMEM_MALLOC": uint64(capture.FuncPyMemMalloc),
 		"HL_FUNC_PYMEM_CALLOC": uint64(capture.FuncPyMemCalloc), "HL_FUNC_PYMEM_REALLOC": uint64(capture.FuncPyMemRealloc),
 		"HL_FUNC_MMAP": uint64(capture.FuncMmap), "HL_FUNC_MREMAP": uint64(capture.FuncMremap), "HL_FUNC_SBRK": uint64(capture.FuncSbrk),
-		"HL_FUNC_MUNMAP": FuncMunmap,
+		"HL_FUNC_MUNMAP":       FuncMunmap,
 		"HL_ORIGIN_OPENMP + 0": uint64(capture.MethodOpenMP), "HL_ORIGIN_UNATTRIBUTED + 0": uint64(capture.MethodUnattributed),
 		"HL_ORIGIN_API + 0": uint64(capture.MethodAPI), "HL_ORIGIN_FALLBACK + 0": uint64(capture.MethodFallback),
 		"HL_ORIGIN_SELF + 0":            uint64(capture.MethodSelf),
