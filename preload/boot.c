@@ -174,6 +174,7 @@ void init_global(void)
 	g.follow = (int)env_u64("HEAPLENS_FOLLOW", 0, 1, 1); /* 0 or 1 */
 	uint64_t agent = env_u64("HEAPLENS_AGENT_PID", 1, INT32_MAX, 0);
 	g.find_object = (int (*)(void *, struct dl_find_object *))dlsym(RTLD_DEFAULT, "_dl_find_object");
+	heapstats_init();
 	if (g.dir && (g.follow || (uint64_t)getppid() == agent)) {
 		ring_create(0, 0, 0);
 		SET_RELAXED(g.active, g.ring != NULL);
@@ -213,6 +214,7 @@ static void atfork_child(void)
 		g.no_unwind = 1; /* for good, and in its own children */
 	tls.tid = 0;
 	pools_atfork_child();
+	heapstats_atfork_child();
 	struct hl_ring_header *parent = g.ring;
 	if (!parent)
 		return;

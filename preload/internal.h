@@ -184,6 +184,9 @@ struct hl_global {
 extern struct hl_global g;
 
 int sample_slow(size_t n);
+void heapstats_init(void);
+void heapstats_maybe(void);
+void heapstats_atfork_child(void);
 
 /*
  * The unsampled fast path: remaining -= n, and a jump to `label` unless it

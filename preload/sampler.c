@@ -66,6 +66,7 @@ COLD int sample_slow(size_t n)
 		tls.remaining = INT64_MAX / 2;
 		return 0;
 	}
+	heapstats_maybe();
 	int pending = __atomic_load_n(&py_pending, __ATOMIC_RELAXED);
 	if (pending) {
 		tls.busy++;

@@ -32,7 +32,7 @@ func printSummary(w io.Writer, res *launch.Result, command []string) (err error)
 	}
 	peak, timeline := heap.PeakAndTimeline(c, heap.Options{}) // one replay for both
 	if err := export.Summary(w, c, heap.Allocs(c, heap.Options{}), heap.Leaks(c, heap.Options{}),
-		export.SummaryOptions{Status: res.Status, Capture: res.Capture, Peak: peak, Timeline: timeline}); err != nil {
+		export.SummaryOptions{Status: res.Status, Capture: res.Capture, Peak: peak, Timeline: timeline, Gap: heap.RSSGap(c, heap.Options{})}); err != nil {
 		return err
 	}
 	for _, p := range c.Processes {

@@ -46,6 +46,7 @@ func full() []any {
 		&RSS{Stream: 3, TimeNano: 99_000_003_000, Bytes: 1 << 33},
 		&Note{Stream: 3, Text: "pid 4242: 2 malformed ring records were skipped"},
 		&Note{Text: ""},
+		&Malloc{Stream: 3, TimeNano: 99_000_005_000, Arena: 1 << 35, Mmapped: 7, InUse: 1 << 34, Free: 1<<34 - 1, Keep: 4096},
 		&Mark{Stream: 3, TimeNano: 99_000_004_000, Value: 1 << 63},
 	}
 }
@@ -79,6 +80,8 @@ func write(t testing.TB, w *Writer, r any) {
 		err = w.Note(r)
 	case *Mark:
 		err = w.Mark(r)
+	case *Malloc:
+		err = w.Malloc(r)
 	default:
 		t.Fatalf("unknown record %T", r)
 	}
@@ -119,6 +122,9 @@ func recordValue(rec *Record) any {
 		return rec.Note
 	case RecMark:
 		m := rec.Mark
+		return &m
+	case RecMalloc:
+		m := rec.Malloc
 		return &m
 	}
 	return nil

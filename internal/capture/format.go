@@ -55,12 +55,13 @@ const (
 	RecOrigin   RecordType = 10
 	RecNote     RecordType = 11
 	RecMark     RecordType = 12
+	RecMalloc   RecordType = 13
 )
 
 var recordNames = map[RecordType]string{
 	RecMeta: "Meta", RecProcess: "Process", RecMapping: "Mapping",
 	RecLocation: "Location", RecStack: "Stack", RecAlloc: "Alloc",
-	RecFree: "Free", RecEnd: "End", RecRSS: "RSS", RecOrigin: "Origin", RecNote: "Note", RecMark: "Mark",
+	RecFree: "Free", RecEnd: "End", RecRSS: "RSS", RecOrigin: "Origin", RecNote: "Note", RecMark: "Mark", RecMalloc: "Malloc",
 }
 
 // String returns the record type's name, or "type(N)" for unknown types.
@@ -179,6 +180,16 @@ func appendOrigin(b []byte, o *Origin) []byte {
 	b = binary.AppendUvarint(b, uint64(o.TID))
 	b = binary.AppendVarint(b, o.TimeNano)
 	return binary.AppendUvarint(b, o.StackID)
+}
+
+func appendMalloc(b []byte, m *Malloc) []byte {
+	b = binary.AppendUvarint(b, uint64(m.Stream))
+	b = binary.AppendVarint(b, m.TimeNano)
+	b = binary.AppendUvarint(b, m.Arena)
+	b = binary.AppendUvarint(b, m.Mmapped)
+	b = binary.AppendUvarint(b, m.InUse)
+	b = binary.AppendUvarint(b, m.Free)
+	return binary.AppendUvarint(b, m.Keep)
 }
 
 func appendMark(b []byte, m *Mark) []byte {
@@ -475,6 +486,18 @@ func decodeOrigin(b []byte, o *Origin) error {
 	o.TID = d.u32()
 	o.TimeNano = d.varint()
 	o.StackID = d.uvarint()
+	return d.err
+}
+
+func decodeMalloc(b []byte, m *Malloc) error {
+	d := decoder{b: b}
+	m.Stream = d.u32()
+	m.TimeNano = d.varint()
+	m.Arena = d.uvarint()
+	m.Mmapped = d.uvarint()
+	m.InUse = d.uvarint()
+	m.Free = d.uvarint()
+	m.Keep = d.uvarint()
 	return d.err
 }
 

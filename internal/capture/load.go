@@ -26,6 +26,7 @@ type Capture struct {
 	Origins   []Origin        // file order; stitched into Allocs' stacks by stack.Stitch
 	Notes     []*Note         // file order
 	Marks     []Mark          // file order
+	Mallocs   []Malloc        // file order
 
 	// FreeOrder keeps the file order between Allocs and Frees, which the
 	// two slices alone lose: Frees[i] came after Allocs[:FreeOrder[i]] and
@@ -180,6 +181,8 @@ func readAll(r io.Reader) (*Capture, error) {
 			c.Notes = append(c.Notes, rec.Note)
 		case RecMark:
 			c.Marks = append(c.Marks, rec.Mark)
+		case RecMalloc:
+			c.Mallocs = append(c.Mallocs, rec.Malloc)
 		}
 	}
 	c.Skipped, c.Shortened = rd.Skipped(), rd.Shortened()

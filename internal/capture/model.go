@@ -133,6 +133,19 @@ type Origin struct {
 	StackID  uint64
 }
 
+// Malloc is what glibc's malloc held in one process at one time (its
+// mallinfo2, taken by the library at most once a second): the heap's free
+// memory that no sampled block explains.
+type Malloc struct {
+	Stream   uint32
+	TimeNano int64
+	Arena    uint64 // bytes in the arenas (sbrk'd and mapped heaps)
+	Mmapped  uint64 // bytes in blocks malloc mapped on their own
+	InUse    uint64 // bytes of the arenas in blocks in use
+	Free     uint64 // bytes of the arenas in free blocks
+	Keep     uint64 // of which at the top of the main arena, releasable by malloc_trim
+}
+
 // Mark is a point in time a profiled program named with heaplens_mark
 // (preload/heaplens.h): the pytest plugin marks each test's end. Everything
 // the program's process recorded before the mark comes before it in the

@@ -94,6 +94,7 @@ type Record struct {
 	Origin   Origin
 	Note     *Note
 	Mark     Mark
+	Malloc   Malloc
 }
 
 // A Reader reads records from a capture stream in file order.
@@ -289,6 +290,8 @@ func (r *Reader) decode(t RecordType, body []byte) (*Record, error) {
 		err = decodeOrigin(body, &rec.Origin)
 	case RecMark:
 		err = decodeMark(body, &rec.Mark)
+	case RecMalloc:
+		err = decodeMalloc(body, &rec.Malloc)
 	case RecNote:
 		rec.Note = new(Note)
 		err = decodeNote(body, rec.Note)

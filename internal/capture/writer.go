@@ -256,6 +256,19 @@ func (w *Writer) Note(n *Note) error {
 	return w.record(RecNote)
 }
 
+// Malloc writes what glibc's malloc held.
+func (w *Writer) Malloc(m *Malloc) error {
+	if w.err != nil {
+		return w.err
+	}
+	w.scratch = appendMalloc(w.scratch[:0], m)
+	if w.obs != nil {
+		w.rec = Record{Type: RecMalloc, Malloc: *m}
+		w.obs.Observe(&w.rec)
+	}
+	return w.record(RecMalloc)
+}
+
 // Mark writes a point in time the program named (heaplens_mark).
 func (w *Writer) Mark(m *Mark) error {
 	if w.err != nil {

@@ -351,6 +351,9 @@ func (c *Collector) drain(s *stream) error {
 			werr = c.module(s, rec)
 		case ring.RecCode:
 			c.code(s, rec.Code)
+		case ring.RecMallinfo:
+			m := rec.Malloc
+			werr = c.w.Malloc(&capture.Malloc{Stream: s.id, TimeNano: rec.TimeNano, Arena: m.Arena, Mmapped: m.Mmapped, InUse: m.InUse, Free: m.Free, Keep: m.Keep})
 		case ring.RecMark:
 			switch rec.Mark {
 			case ring.MarkPyFinalizing:

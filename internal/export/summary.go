@@ -24,6 +24,8 @@ type SummaryOptions struct {
 	// sites.
 	Peak     *heap.Profile
 	Timeline *heap.Timeline
+	// Gap, when set, explains RSS beside the heap (heap.RSSGap).
+	Gap *heap.Gap
 }
 
 // peakAt says when a peak was, in seconds since the capture's start: "at
@@ -71,6 +73,9 @@ func Summary(w io.Writer, c *capture.Capture, allocs, leaks *heap.Profile, opt S
 			fmt.Fprintf(&b, "; RSS peak %s %s", size.Human(tl.PeakRSS.Bytes), peakAt(tl, tl.PeakRSS))
 		}
 		b.WriteString("\n")
+		for _, l := range GapLines(opt.Gap, tl.Start, "  ") {
+			b.WriteString(l + "\n")
+		}
 	}
 	if pk := opt.Peak; pk != nil && len(pk.Samples) > 0 {
 		fmt.Fprintf(&b, "  top sites at peak:\n")

@@ -25,6 +25,13 @@ func TimelineText(w io.Writer, c *capture.Capture, tl *heap.Timeline) error {
 	for _, st := range tl.Streams {
 		fmt.Fprintf(bw, "  %s stream %d: peak %s %s\n", ProcessLabel(c, st.Stream), st.Stream, size.Human(st.Peak.Bytes), peakAt(tl, st.Peak))
 	}
+	var streams []uint32
+	for _, st := range tl.Streams {
+		streams = append(streams, st.Stream)
+	}
+	for _, l := range GapLines(heap.RSSGap(c, heap.Options{Streams: streams}), tl.Start, "") {
+		fmt.Fprintln(bw, l)
+	}
 	fmt.Fprintf(bw, "\n%10s  %14s  %14s\n", "time (s)", "heap (est.)", "RSS")
 	i, j := 0, 0
 	lastRSS := "-"

@@ -14,12 +14,13 @@ const (
 	FlagBackingStopped = 4 // the file system could back only `backed` bytes: records past them were dropped
 	FlagNoUnwind       = 8 // forked while another thread was unwinding: no native stacks
 
-	RecAlloc  = 1
-	RecFree   = 2
-	RecModule = 3
-	RecCode   = 4
-	RecMark   = 5
-	RecOrigin = 6
+	RecAlloc    = 1
+	RecFree     = 2
+	RecModule   = 3
+	RecCode     = 4
+	RecMark     = 5
+	RecOrigin   = 6
+	RecMallinfo = 7
 
 	MarkPyFinalizing = 1
 	MarkExit         = 2

@@ -96,10 +96,20 @@ type Record struct {
 	Segments  []Segment
 	Path      string
 	Code      *Code
-	Mark      uint64 // MARK: what happened at TimeNano
-	Token     uint64 // ALLOC: origin token (0 = none); ORIGIN: the token whose stack this is
-	Method    uint8  // ALLOC: how the origin was decided (Origin*)
-	Value     uint64 // MARK: its value (the exit status for MarkExit)
+	Mark      uint64   // MARK: what happened at TimeNano
+	Token     uint64   // ALLOC: origin token (0 = none); ORIGIN: the token whose stack this is
+	Method    uint8    // ALLOC: how the origin was decided (Origin*)
+	Value     uint64   // MARK: its value (the exit status for MarkExit)
+	Malloc    Mallinfo // MALLINFO: what glibc's malloc holds
+}
+
+// Mallinfo is glibc's mallinfo2 as a MALLINFO record carries it.
+type Mallinfo struct {
+	Arena   uint64 // bytes in the arenas (sbrk'd and mapped heaps)
+	Mmapped uint64 // bytes in blocks malloc mapped on their own (hblkhd)
+	InUse   uint64 // bytes of the arenas in blocks in use (uordblks)
+	Free    uint64 // bytes of the arenas in free blocks (fordblks)
+	Keep    uint64 // of which at the top, releasable by malloc_trim (keepcost)
 }
 
 // Ring is one mapped ring file.
@@ -386,6 +396,12 @@ func (r *Ring) decode(rec *Record, hdr uint64, w []uint64) error {
 			return fmt.Errorf("MARK with %d words", len(w))
 		}
 		rec.TimeNano, rec.Mark, rec.Value = int64(w[0]), w[1], w[2]
+	case RecMallinfo:
+		if len(w) != 6 {
+			return fmt.Errorf("MALLINFO with %d words", len(w))
+		}
+		rec.TimeNano = int64(w[0])
+		rec.Malloc = Mallinfo{Arena: w[1], Mmapped: w[2], InUse: w[3], Free: w[4], Keep: w[5]}
 	default:
 		// Unknown types are skipped: a newer library may add records.
 	}

@@ -1,0 +1,83 @@
+package heap
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/heaplens/heaplens/internal/capture"
+)
+
+// Gap explains the RSS of the covered processes at one moment: the live
+// heap the samples estimate, by kind of memory, beside what glibc's malloc
+// said it held (capture.Malloc). The moment is when glibc's arenas held the
+// most free memory, summed over the processes: where that free memory, not
+// a leak, is why RSS exceeds the heap.
+type Gap struct {
+	T         int64              // CLOCK_MONOTONIC
+	RSS       float64            // the processes' RSS at T (their last samples before it)
+	Heap      float64            // estimated live heap at T, all kinds
+	ByKind    map[string]float64 // estimated live heap at T by capture.MemKinds
+	InUse     float64            // glibc: bytes in use in its arenas
+	Free      float64            // glibc: bytes free in its arenas
+	Trimmable float64            // glibc: of Free, at the top of the main arena (malloc_trim releases it)
+	Mmapped   float64            // glibc: its own mappings for large blocks
+}
+
+// FreeShare is the share of RSS that glibc's free arena memory is, 0 when
+// RSS is unknown.
+func (g *Gap) FreeShare() float64 {
+	if g.RSS <= 0 {
+		return 0
+	}
+	return g.Free / g.RSS
+}
+
+// RSSGap returns the Gap at the moment glibc's arenas held the most free
+// memory, or nil when the capture has no malloc statistics (no glibc, or a
+// capture from before they were recorded).
+func RSSGap(c *capture.Capture, opt Options) *Gap {
+	ms := slices.Clone(c.Mallocs)
+	slices.SortStableFunc(ms, func(a, b capture.Malloc) int { return cmp.Compare(a.TimeNano, b.TimeNano) })
+	last := map[uint32]capture.Malloc{}
+	var best *Gap
+	for _, m := range ms {
+		if !opt.keep(m.Stream) {
+			continue
+		}
+		last[m.Stream] = m
+		g := Gap{T: m.TimeNano}
+		for s, x := range last {
+			if e := c.Ends[s]; e != nil && e.TimeNano < m.TimeNano {
+				continue // that process is gone
+			}
+			g.InUse += float64(x.InUse)
+			g.Free += float64(x.Free)
+			g.Trimmable += float64(x.Keep)
+			g.Mmapped += float64(x.Mmapped)
+		}
+		if best == nil || g.Free > best.Free {
+			best = &g
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	rss := map[uint32]uint64{}
+	for _, r := range c.RSS {
+		if opt.keep(r.Stream) && r.TimeNano <= best.T {
+			rss[r.Stream] = r.Bytes
+		}
+	}
+	for s, b := range rss {
+		if e := c.Ends[s]; e == nil || e.TimeNano >= best.T {
+			best.RSS += float64(b)
+		}
+	}
+	live := Live(c, Options{Streams: opt.Streams}, best.T)
+	best.Heap = live.HeapAt
+	best.ByKind = map[string]float64{}
+	for _, s := range live.Samples {
+		best.ByKind[capture.MemKind(s.Func)] += s.Bytes
+	}
+	return best
+}
