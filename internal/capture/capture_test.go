@@ -46,6 +46,7 @@ func full() []any {
 		&RSS{Stream: 3, TimeNano: 99_000_003_000, Bytes: 1 << 33},
 		&Note{Stream: 3, Text: "pid 4242: 2 malformed ring records were skipped"},
 		&Note{Text: ""},
+		&Resident{Stream: 3, TimeNano: 99_000_006_000, Addr: 0x7f00_0000_0000, Size: 128 << 20, Resident: 4096},
 		&Malloc{Stream: 3, TimeNano: 99_000_005_000, Arena: 1 << 35, Mmapped: 7, InUse: 1 << 34, Free: 1<<34 - 1, Keep: 4096},
 		&Mark{Stream: 3, TimeNano: 99_000_004_000, Value: 1 << 63},
 	}
@@ -82,6 +83,8 @@ func write(t testing.TB, w *Writer, r any) {
 		err = w.Mark(r)
 	case *Malloc:
 		err = w.Malloc(r)
+	case *Resident:
+		err = w.Resident(r)
 	default:
 		t.Fatalf("unknown record %T", r)
 	}
@@ -126,6 +129,9 @@ func recordValue(rec *Record) any {
 	case RecMalloc:
 		m := rec.Malloc
 		return &m
+	case RecResident:
+		r := rec.Resident
+		return &r
 	}
 	return nil
 }

@@ -93,6 +93,9 @@ func dumpBody(rec *Record) string {
 		return fmt.Sprintf("stream=%d token=%#x tid=%d t=%d stack=%d", o.Stream, o.Token, o.TID, o.TimeNano, o.StackID)
 	case RecNote:
 		return fmt.Sprintf("stream=%d %s", rec.Note.Stream, q(rec.Note.Text))
+	case RecResident:
+		r := rec.Resident
+		return fmt.Sprintf("stream=%d t=%d addr=%#x size=%d resident=%d", r.Stream, r.TimeNano, r.Addr, r.Size, r.Resident)
 	case RecMalloc:
 		m := rec.Malloc
 		return fmt.Sprintf("stream=%d t=%d arena=%d mmapped=%d in_use=%d free=%d keep=%d", m.Stream, m.TimeNano, m.Arena, m.Mmapped, m.InUse, m.Free, m.Keep)

@@ -56,12 +56,13 @@ const (
 	RecNote     RecordType = 11
 	RecMark     RecordType = 12
 	RecMalloc   RecordType = 13
+	RecResident RecordType = 14
 )
 
 var recordNames = map[RecordType]string{
 	RecMeta: "Meta", RecProcess: "Process", RecMapping: "Mapping",
 	RecLocation: "Location", RecStack: "Stack", RecAlloc: "Alloc",
-	RecFree: "Free", RecEnd: "End", RecRSS: "RSS", RecOrigin: "Origin", RecNote: "Note", RecMark: "Mark", RecMalloc: "Malloc",
+	RecFree: "Free", RecEnd: "End", RecRSS: "RSS", RecOrigin: "Origin", RecNote: "Note", RecMark: "Mark", RecMalloc: "Malloc", RecResident: "Resident",
 }
 
 // String returns the record type's name, or "type(N)" for unknown types.
@@ -180,6 +181,14 @@ func appendOrigin(b []byte, o *Origin) []byte {
 	b = binary.AppendUvarint(b, uint64(o.TID))
 	b = binary.AppendVarint(b, o.TimeNano)
 	return binary.AppendUvarint(b, o.StackID)
+}
+
+func appendResident(b []byte, r *Resident) []byte {
+	b = binary.AppendUvarint(b, uint64(r.Stream))
+	b = binary.AppendVarint(b, r.TimeNano)
+	b = binary.AppendUvarint(b, r.Addr)
+	b = binary.AppendUvarint(b, r.Size)
+	return binary.AppendUvarint(b, r.Resident)
 }
 
 func appendMalloc(b []byte, m *Malloc) []byte {
@@ -486,6 +495,16 @@ func decodeOrigin(b []byte, o *Origin) error {
 	o.TID = d.u32()
 	o.TimeNano = d.varint()
 	o.StackID = d.uvarint()
+	return d.err
+}
+
+func decodeResident(b []byte, r *Resident) error {
+	d := decoder{b: b}
+	r.Stream = d.u32()
+	r.TimeNano = d.varint()
+	r.Addr = d.uvarint()
+	r.Size = d.uvarint()
+	r.Resident = d.uvarint()
 	return d.err
 }
 

@@ -27,6 +27,7 @@ type Capture struct {
 	Notes     []*Note         // file order
 	Marks     []Mark          // file order
 	Mallocs   []Malloc        // file order
+	Residents []Resident      // file order
 
 	// FreeOrder keeps the file order between Allocs and Frees, which the
 	// two slices alone lose: Frees[i] came after Allocs[:FreeOrder[i]] and
@@ -183,6 +184,8 @@ func readAll(r io.Reader) (*Capture, error) {
 			c.Marks = append(c.Marks, rec.Mark)
 		case RecMalloc:
 			c.Mallocs = append(c.Mallocs, rec.Malloc)
+		case RecResident:
+			c.Residents = append(c.Residents, rec.Resident)
 		}
 	}
 	c.Skipped, c.Shortened = rd.Skipped(), rd.Shortened()

@@ -133,6 +133,18 @@ type Origin struct {
 	StackID  uint64
 }
 
+// Resident is how much of a large sampled block was resident when the
+// agent last looked (/proc/PID/pagemap), at most once a second: a mapping
+// or a large malloc'd block reserves its size, but only the pages the
+// program touched take memory.
+type Resident struct {
+	Stream   uint32
+	TimeNano int64
+	Addr     uint64 // the block's address, as its Alloc has it
+	Size     uint64 // bytes looked at (the block's pages)
+	Resident uint64 // bytes of them resident (or swapped out)
+}
+
 // Malloc is what glibc's malloc held in one process at one time (its
 // mallinfo2, taken by the library at most once a second): the heap's free
 // memory that no sampled block explains.

@@ -95,6 +95,7 @@ type Record struct {
 	Note     *Note
 	Mark     Mark
 	Malloc   Malloc
+	Resident Resident
 }
 
 // A Reader reads records from a capture stream in file order.
@@ -292,6 +293,8 @@ func (r *Reader) decode(t RecordType, body []byte) (*Record, error) {
 		err = decodeMark(body, &rec.Mark)
 	case RecMalloc:
 		err = decodeMalloc(body, &rec.Malloc)
+	case RecResident:
+		err = decodeResident(body, &rec.Resident)
 	case RecNote:
 		rec.Note = new(Note)
 		err = decodeNote(body, rec.Note)

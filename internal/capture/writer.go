@@ -256,6 +256,19 @@ func (w *Writer) Note(n *Note) error {
 	return w.record(RecNote)
 }
 
+// Resident writes how much of a large block was resident.
+func (w *Writer) Resident(r *Resident) error {
+	if w.err != nil {
+		return w.err
+	}
+	w.scratch = appendResident(w.scratch[:0], r)
+	if w.obs != nil {
+		w.rec = Record{Type: RecResident, Resident: *r}
+		w.obs.Observe(&w.rec)
+	}
+	return w.record(RecResident)
+}
+
 // Malloc writes what glibc's malloc held.
 func (w *Writer) Malloc(m *Malloc) error {
 	if w.err != nil {

@@ -26,6 +26,7 @@ type Collector struct {
 	self     string // the library's own file: its frames are not the program's
 	w        *capture.Writer
 	syms     *symbolize.Cache
+	pagemap  []byte // ReadResidency's buffer
 	streams  map[string]*stream
 	order    []*stream
 	nextID   uint64
@@ -72,6 +73,7 @@ type stream struct {
 	corrupt   bool      // a record header could not be framed: nothing more is read
 	execd     bool      // its process exec'd an image that has no ring (see Execd)
 	maps      mappings  // its sampled mappings still mapped
+	big       bigBlocks // its live sampled blocks of residentMin bytes or more
 }
 
 type module struct {
@@ -346,6 +348,7 @@ func (c *Collector) drain(s *stream) error {
 				break
 			}
 			c.Frees++
+			delete(s.big, rec.Addr)
 			werr = c.w.Free(&capture.Free{Stream: s.id, TID: rec.TID, TimeNano: rec.TimeNano, Addr: rec.Addr})
 		case ring.RecModule:
 			werr = c.module(s, rec)
@@ -438,6 +441,14 @@ func (c *Collector) alloc(s *stream, rec *ring.Record) error {
 	if capture.MemKind(rec.Func) == capture.MemMmap {
 		s.maps.add(rec.Addr)
 	}
+	if rec.Size >= residentMin {
+		if s.big == nil {
+			s.big = bigBlocks{}
+		}
+		s.big[rec.Addr] = rec.Size
+	} else if s.big != nil {
+		delete(s.big, rec.Addr) // a new block at the address of one whose free was lost
+	}
 	return c.w.Alloc(&capture.Alloc{
 		Stream: s.id, TID: rec.TID, TimeNano: rec.TimeNano,
 		Addr: rec.Addr, Size: rec.Size, StackID: sid, Func: rec.Func,
@@ -449,6 +460,7 @@ func (c *Collector) alloc(s *stream, rec *ring.Record) error {
 // library records every munmap: only the agent knows which were sampled.
 func (c *Collector) unmap(s *stream, rec *ring.Record) error {
 	for _, addr := range s.maps.take(rec.Addr, rec.Size) {
+		delete(s.big, addr)
 		c.Frees++
 		if err := c.w.Free(&capture.Free{Stream: s.id, TID: rec.TID, TimeNano: rec.TimeNano, Addr: addr}); err != nil {
 			return err

@@ -37,6 +37,7 @@ func Text(w io.Writer, c *capture.Capture, p *heap.Profile, opt TextOptions) err
 	} else {
 		fmt.Fprintf(bw, "top %d of %d stacks by estimated bytes:\n", top, len(p.Samples))
 	}
+	writeResidency(bw, c, p)
 	for i, s := range p.Samples[:top] {
 		share := 0.0
 		if p.TotalBytes > 0 {
@@ -52,6 +53,37 @@ func Text(w io.Writer, c *capture.Capture, p *heap.Profile, opt TextOptions) err
 		return fmt.Errorf("writing text report: %w", err)
 	}
 	return nil
+}
+
+// residencyShown bounds the large blocks listed with their residency.
+const residencyShown = 10
+
+// writeResidency lists the large blocks live at the view's moment with how
+// much of them was resident: a mapping or an np.empty buffer reserves its
+// size but takes only the pages the program touched.
+func writeResidency(w io.Writer, c *capture.Capture, p *heap.Profile) {
+	at := p.At
+	switch p.View {
+	case "leaks":
+		at = heap.AtExit
+	case "live", "peak":
+	default:
+		return
+	}
+	bs := heap.Residency(c, heap.Options{Streams: p.Streams}, at)
+	if len(bs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "large blocks then, resident of reserved (as the agent last read them, once a second):\n")
+	for _, b := range bs[:min(len(bs), residencyShown)] {
+		user, leaf := UserFrame(c, b.Alloc.StackID)
+		if leaf != "" {
+			user = leaf + " ← " + user
+		}
+		fmt.Fprintf(w, "  %10s of %10s (%3.0f%%)  %s by %s  %s\n", size.Human(float64(b.Resident)), size.Human(float64(b.Reserved)),
+			100*float64(b.Resident)/float64(max(b.Reserved, 1)), ProcessLabel(c, b.Alloc.Stream), capture.FuncNames[b.Alloc.Func], user)
+	}
+	fmt.Fprintln(w)
 }
 
 func writeTextHeader(w io.Writer, c *capture.Capture, p *heap.Profile) {

@@ -74,6 +74,7 @@ func CheckRingSize(n uint64) error {
 const pollEvery = 20 * time.Millisecond
 const flushEvery = time.Second
 const rssEvery = 100 * time.Millisecond
+const residentEvery = time.Second
 
 // Run runs the command to completion under the profiler. A command that
 // cannot be found gives ExitCode 127 and an error wrapping ErrNotFound, one
@@ -154,7 +155,7 @@ func Run(o Options) (*Result, error) {
 	go func() { res = wait(cmd, nil); close(done) }()
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
-	lastFlush, lastRSS := time.Now(), time.Time{}
+	lastFlush, lastRSS, lastResident := time.Now(), time.Time{}, time.Now()
 	rss := newRSSSampler()
 	var watch *unprofiled
 	if !o.NoFollow { // without following, children are unprofiled by request
@@ -184,6 +185,10 @@ loop:
 						col.Execd(pid)
 					}
 				}
+			}
+			if collectErr == nil && time.Since(lastResident) >= residentEvery {
+				collectErr = col.ReadResidency()
+				lastResident = time.Now()
 			}
 			if time.Since(lastFlush) >= flushEvery {
 				w.Flush()

@@ -52,6 +52,17 @@ func TestMmapKind(t *testing.T) {
 	if got := malloc.site("map_big") + malloc.site("map_grow"); got != 0 {
 		t.Errorf("mappings counted as malloc: %.0f bytes", got)
 	}
+	// Residency: each block had only its first page touched.
+	capPath, res = profile(t, dir, []string{"--rate", "64KiB"}, bin, "linger")
+	if res.code != 0 {
+		t.Fatalf("mapper linger: exit %d\n%s", res.code, res.stderr)
+	}
+	rep := run(t, time.Minute, heaplensBin(t), "report", capPath, "--view", "leaks")
+	for _, want := range []string{"4.0 KiB of   64.0 MiB (  0%)", "4.0 KiB of   16.0 MiB (  0%)", "8.0 KiB of   32.0 MiB (  0%)"} {
+		if !strings.Contains(rep.stdout, want) {
+			t.Errorf("the leaks report lacks the residency %q:\n%s", want, rep.stdout)
+		}
+	}
 	// The text report says which function got the memory.
 	text := run(t, time.Minute, heaplensBin(t), "report", capPath, "--view", "leaks")
 	for _, want := range []string{"by mmap", "by mremap", "by sbrk"} {

@@ -7,7 +7,9 @@
  *   grow_break   sbrk 1 MiB, kept                           (leaked)
  *   malloc_big   malloc 32 MiB, kept: glibc maps it itself, (malloc kind only)
  *   map_file     mmap of a file, kept: not anonymous        (not counted)
- * Prints nothing; exits 0.
+ * Each touches only its first 4096 bytes: map_big and map_grow have one
+ * resident page each. With an argument, it waits 1.5 s before exiting, so
+ * that the agent reads the blocks' residency. Prints nothing; exits 0.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -79,7 +81,6 @@ __attribute__((noinline)) static void *map_file(const char *path)
 
 int main(int argc, char **argv)
 {
-	(void)argc;
 	static void *keep[6];
 	keep[0] = map_big();
 	map_temp();
@@ -88,5 +89,7 @@ int main(int argc, char **argv)
 	keep[3] = malloc_big();
 	keep[4] = map_file(argv[0]);
 	sink = keep;
+	if (argc > 1)
+		usleep(1500 * 1000);
 	return 0;
 }

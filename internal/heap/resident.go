@@ -1,0 +1,76 @@
+package heap
+
+import (
+	"cmp"
+	"math"
+	"slices"
+
+	"github.com/heaplens/heaplens/internal/capture"
+)
+
+// BlockResidency is one large sampled block live at a moment, with how
+// much of it was resident at the agent's last reading before then.
+type BlockResidency struct {
+	Alloc    *capture.Alloc
+	Reserved uint64 // the bytes its pages span
+	Resident uint64
+	ReadAt   int64 // CLOCK_MONOTONIC of the reading
+}
+
+// AtExit, as Residency's time, asks for the blocks live when each process
+// ended (the leaks view).
+const AtExit = math.MaxInt64
+
+// Residency returns the large blocks (those the agent read residency for)
+// of the covered streams live at time at, largest first. A block freed
+// before at, or whose process ended before it, is left out.
+func Residency(c *capture.Capture, opt Options, at int64) []BlockResidency {
+	type key struct {
+		stream uint32
+		addr   uint64
+	}
+	last := map[key]capture.Resident{}
+	for _, r := range c.Residents {
+		if r.TimeNano <= at && opt.keep(r.Stream) {
+			if prev, ok := last[key{r.Stream, r.Addr}]; !ok || r.TimeNano >= prev.TimeNano {
+				last[key{r.Stream, r.Addr}] = r
+			}
+		}
+	}
+	if len(last) == 0 {
+		return nil
+	}
+	// The block each reading is of: the last Alloc at its address before it.
+	allocs := map[key]*capture.Alloc{}
+	for i := range c.Allocs {
+		a := &c.Allocs[i]
+		k := key{a.Stream, a.Addr}
+		if r, ok := last[k]; ok && a.TimeNano <= r.TimeNano && opt.keepSample(a) {
+			if prev := allocs[k]; prev == nil || a.TimeNano >= prev.TimeNano {
+				allocs[k] = a
+			}
+		}
+	}
+	freed := map[key]bool{}
+	for _, f := range c.Frees {
+		k := key{f.Stream, f.Addr}
+		if a := allocs[k]; a != nil && f.TimeNano >= a.TimeNano && f.TimeNano <= at {
+			freed[k] = true
+		}
+	}
+	var out []BlockResidency
+	for k, r := range last {
+		a := allocs[k]
+		if a == nil || freed[k] {
+			continue
+		}
+		if e := c.Ends[k.stream]; e != nil && e.TimeNano < at && at != AtExit {
+			continue
+		}
+		out = append(out, BlockResidency{Alloc: a, Reserved: r.Size, Resident: r.Resident, ReadAt: r.TimeNano})
+	}
+	slices.SortFunc(out, func(x, y BlockResidency) int {
+		return cmp.Or(cmp.Compare(y.Reserved, x.Reserved), cmp.Compare(x.Alloc.Addr, y.Alloc.Addr))
+	})
+	return out
+}
