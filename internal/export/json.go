@@ -115,6 +115,12 @@ type DocTimeline struct {
 	Peak     DocPoint     `json:"peak"`
 	PeakRSS  *DocPoint    `json:"peak_rss,omitempty"`
 	Streams  []DocSeries  `json:"streams"`
+	// Kinds is the estimated heap by kind of memory: malloc, pymem, mmap.
+	Kinds map[string][][2]float64 `json:"kinds"`
+	// MallocInUse and MallocFree are what glibc's malloc said its arenas
+	// held (docs/views.md, "Where RSS goes").
+	MallocInUse [][2]float64 `json:"malloc_in_use"`
+	MallocFree  [][2]float64 `json:"malloc_free"`
 }
 
 // DocSeries is one stream's timeline.
@@ -222,7 +228,13 @@ func BuildDoc(c *capture.Capture, p *heap.Profile, opt DocOptions) *Doc {
 			return out
 		}
 		dt := &DocTimeline{End: secs(tl.End), Total: series(tl.Total), TotalRSS: series(tl.TotalRSS),
-			Peak: DocPoint{secs(tl.Peak.T), int64(math.Round(tl.Peak.Bytes))}, Streams: []DocSeries{}}
+			Peak: DocPoint{secs(tl.Peak.T), int64(math.Round(tl.Peak.Bytes))}, Streams: []DocSeries{},
+			Kinds: map[string][][2]float64{}, MallocInUse: series(tl.MallocInUse), MallocFree: series(tl.MallocFree)}
+		for k, name := range capture.MemKinds {
+			if k < len(tl.Kinds) {
+				dt.Kinds[name] = series(tl.Kinds[k])
+			}
+		}
 		if tl.PeakRSS.Bytes > 0 {
 			dt.PeakRSS = &DocPoint{secs(tl.PeakRSS.T), int64(tl.PeakRSS.Bytes)}
 		}

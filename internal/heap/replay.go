@@ -144,8 +144,12 @@ type replayer struct {
 	live      liveSet
 	total     float64
 	perStream []float64 // by stream index
-	unmatched int
-	lost      int
+	// byKind is the heap by kind of memory (capture.MemKinds order), and
+	// perStreamKind the same per stream index.
+	byKind        [nKinds]float64
+	perStreamKind [][nKinds]float64
+	unmatched     int
+	lost          int
 
 	// A process's blocks stop counting toward the heap when it ends (exit,
 	// exec, death): ends lists the covered streams' End times in time
@@ -182,7 +186,8 @@ type streamEnd struct {
 func newReplayer(c *capture.Capture, opt Options) *replayer {
 	ev, streams := events(c, opt)
 	r := &replayer{c: c, w: newWeigher(c.Meta.Rate), ev: ev, streams: streams,
-		live: newLiveSet(), perStream: make([]float64, len(streams)), endedAt: make([]int32, len(streams))}
+		live: newLiveSet(), perStream: make([]float64, len(streams)), endedAt: make([]int32, len(streams)),
+		perStreamKind: make([][nKinds]float64, len(streams))}
 	// A stream ends no earlier than its last record: an End without a time,
 	// or a damaged one, cannot take records away from it.
 	last := make([]int64, len(streams))
@@ -205,6 +210,10 @@ func (r *replayer) endUntil(t int64) {
 		e := r.ends[r.nextEnd]
 		r.total -= r.perStream[e.si]
 		r.perStream[e.si] = 0
+		for k, v := range r.perStreamKind[e.si] {
+			r.byKind[k] -= v
+		}
+		r.perStreamKind[e.si] = [nKinds]float64{}
 		r.endedAt[e.si] = int32(r.next)
 		if r.onEnd != nil {
 			r.onEnd(e.time, e.si, r.total)
@@ -236,6 +245,27 @@ func (r *replayer) recordLifespans() {
 	}
 }
 
+// nKinds is the number of kinds of memory, capture.MemKinds.
+const nKinds = 3
+
+// kindIndex is the index of a hooked function's kind in capture.MemKinds.
+func kindIndex(f uint8) int {
+	switch capture.MemKind(f) {
+	case capture.MemPyMem:
+		return 1
+	case capture.MemMmap:
+		return 2
+	}
+	return 0
+}
+
+// addKind adds b bytes of allocation i to the heap of its kind.
+func (r *replayer) addKind(si uint32, i int32, b float64) {
+	k := kindIndex(r.c.Allocs[i].Func)
+	r.byKind[k] += b
+	r.perStreamKind[si][k] += b
+}
+
 // step applies the next event. It returns the allocation index a free
 // released (freed ≥ 0), or -1.
 func (r *replayer) step() (freed int) {
@@ -253,6 +283,7 @@ func (r *replayer) step() (freed int) {
 		r.live.remove(i)
 		r.total -= s.bytes
 		r.perStream[e.si] -= s.bytes
+		r.addKind(e.si, s.ref-1, -s.bytes)
 		if r.life != nil {
 			r.life[s.ref-1].died = int32(k)
 		}
@@ -267,6 +298,7 @@ func (r *replayer) step() (freed int) {
 		r.lost++
 		r.total -= old.bytes
 		r.perStream[e.si] -= old.bytes
+		r.addKind(e.si, old.ref-1, -old.bytes)
 		if r.life != nil {
 			r.life[old.ref-1].died = int32(k)
 		}
@@ -276,6 +308,7 @@ func (r *replayer) step() (freed int) {
 	}
 	r.total += b
 	r.perStream[e.si] += b
+	r.addKind(e.si, e.rec, b)
 	if r.life != nil {
 		r.life[e.rec].born = int32(k)
 	}

@@ -37,6 +37,13 @@ type Timeline struct {
 	PeakRSS    Point    // highest TotalRSS
 	Streams    []Series // by stream
 	Drops      map[uint32]DropStats
+	// Kinds is the estimated heap of each kind of memory (capture.MemKinds
+	// order), downsampled as Total.
+	Kinds [][]Point
+	// MallocInUse and MallocFree are what glibc's malloc said its arenas
+	// held in use and free (capture.Malloc), summed over the running
+	// covered processes at each reading.
+	MallocInUse, MallocFree []Point
 }
 
 // timelinePoints bounds the points of each downsampled heap series.
@@ -67,8 +74,10 @@ func (d *downsampler) add(t int64, v float64) {
 type timelineBuilder struct {
 	c     *capture.Capture
 	opt   Options
+	r     *replayer
 	tl    *Timeline
 	total downsampler
+	kinds [nKinds]downsampler
 	per   []*downsampler // by stream index of the replay
 	peaks []Point        // by stream index
 }
@@ -92,8 +101,11 @@ func newTimelineBuilder(c *capture.Capture, opt Options, r *replayer) *timelineB
 	}
 	tl.End = end
 	width := max((end-tl.Start+timelinePoints-1)/timelinePoints, 1)
-	tb := &timelineBuilder{c: c, opt: opt, tl: tl, total: downsampler{start: tl.Start, width: width},
+	tb := &timelineBuilder{c: c, opt: opt, tl: tl, r: r, total: downsampler{start: tl.Start, width: width},
 		per: make([]*downsampler, len(r.streams)), peaks: make([]Point, len(r.streams))}
+	for k := range tb.kinds {
+		tb.kinds[k] = downsampler{start: tl.Start, width: width}
+	}
 	r.onEnd = tb.ended
 	return tb
 }
@@ -104,6 +116,9 @@ func (tb *timelineBuilder) ended(t int64, si uint32, total float64) {
 		d.add(t, 0)
 	}
 	tb.total.add(t, max(total, 0))
+	for k := range tb.kinds {
+		tb.kinds[k].add(t, max(tb.r.byKind[k], 0))
+	}
 }
 
 // observe records the heap after the event r just applied.
@@ -128,6 +143,9 @@ func (tb *timelineBuilder) observe(r *replayer) {
 	}
 	t := max(r.total, 0)
 	tb.total.add(e.time, t)
+	for k := range tb.kinds {
+		tb.kinds[k].add(e.time, max(r.byKind[k], 0))
+	}
 	if t > tb.tl.Peak.Bytes {
 		tb.tl.Peak = Point{e.time, t}
 	}
@@ -138,6 +156,10 @@ func (tb *timelineBuilder) timeline(r *replayer) *Timeline {
 	r.endUntil(math.MaxInt64)
 	c, opt, tl := tb.c, tb.opt, tb.tl
 	tl.Total = tb.total.out
+	for k := range tb.kinds {
+		tl.Kinds = append(tl.Kinds, tb.kinds[k].out)
+	}
+	tl.MallocInUse, tl.MallocFree = mallocSeries(c, opt)
 	rss := map[uint32][]Point{}
 	var round []Point // (time, sum) per sampling round, in time order
 	for i := range c.RSS {
@@ -186,6 +208,27 @@ func (tb *timelineBuilder) timeline(r *replayer) *Timeline {
 	}
 	slices.SortFunc(tl.Streams, func(a, b Series) int { return cmp.Compare(a.Stream, b.Stream) })
 	return tl
+}
+
+// mallocSeries sums the covered processes' glibc statistics at each reading.
+func mallocSeries(c *capture.Capture, opt Options) (inUse, free []Point) {
+	ms := slices.Clone(c.Mallocs)
+	slices.SortStableFunc(ms, func(a, b capture.Malloc) int { return cmp.Compare(a.TimeNano, b.TimeNano) })
+	last := map[uint32]capture.Malloc{}
+	for _, m := range ms {
+		if !opt.keep(m.Stream) {
+			continue
+		}
+		last[m.Stream] = m
+		var u, f float64
+		for s, x := range last {
+			if e := c.Ends[s]; e == nil || e.TimeNano >= m.TimeNano {
+				u, f = u+float64(x.InUse), f+float64(x.Free)
+			}
+		}
+		inUse, free = append(inUse, Point{m.TimeNano, u}), append(free, Point{m.TimeNano, f})
+	}
+	return inUse, free
 }
 
 // TimelineOf computes the timeline view. Thread and stack filters do not

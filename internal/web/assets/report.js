@@ -236,6 +236,8 @@
     var end = Math.max(tl.end, 1e-9), top = 1;
     tl.total.forEach(function (p) { top = Math.max(top, p[1]); });
     tl.total_rss.forEach(function (p) { top = Math.max(top, p[1]); });
+    var glibcFree = tl.malloc_free || [], mapped = (tl.kinds && tl.kinds.mmap) || [];
+    glibcFree.forEach(function (p) { top = Math.max(top, p[1]); });
     var L = 64, R = 8, T = 8, B = 20, w = W - L - R, h = H - T - B;
     var X = function (t) { return L + w * t / end; }, Y = function (v) { return T + h - h * v / top; };
     ctx.strokeStyle = '#ccc'; ctx.fillStyle = '#666'; ctx.beginPath(); ctx.moveTo(L, T); ctx.lineTo(L, T + h); ctx.lineTo(L + w, T + h); ctx.stroke();
@@ -248,7 +250,17 @@
       ctx.stroke(); ctx.lineWidth = 1;
     }
     line(tl.total_rss, '#999', false);
+    line(glibcFree, '#e08a00', true);
+    if (mapped.some(function (p) { return p[1] > 0; })) line(mapped, '#8a3fd0', true);
     line(tl.total, '#1f6fd0', true);
+    var legend = [['estimated heap', '#1f6fd0'], ['RSS', '#999']];
+    if (glibcFree.length) legend.push(['free in glibc arenas', '#e08a00']);
+    if (mapped.some(function (p) { return p[1] > 0; })) legend.push(['of which mappings', '#8a3fd0']);
+    var lx = L + 8;
+    legend.forEach(function (it) {
+      ctx.fillStyle = it[1]; ctx.fillRect(lx, T + h - 10, 10, 3); ctx.fillStyle = '#666';
+      ctx.fillText(it[0], lx + 14, T + h - 6); lx += 24 + ctx.measureText(it[0]).width;
+    });
     ctx.strokeStyle = '#d00'; ctx.fillStyle = '#d00'; ctx.beginPath(); ctx.moveTo(X(tl.peak.t), T); ctx.lineTo(X(tl.peak.t), T + h); ctx.stroke();
     var txt = 'peak ' + human(tl.peak.bytes) + ' at ' + secs(tl.peak.t);
     ctx.fillText(txt, Math.min(X(tl.peak.t) + 4, W - ctx.measureText(txt).width - 4), T + 10);
