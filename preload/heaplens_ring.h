@@ -94,6 +94,7 @@ enum hl_origin {
 	HL_ORIGIN_RESERVED,     /* 3: reserved (per-library adapters were planned; none was needed) */
 	HL_ORIGIN_FALLBACK,     /* the one Python thread blocked in native code */
 	HL_ORIGIN_UNATTRIBUTED, /* a non-Python thread of a Python process, no origin found */
+	HL_ORIGIN_CREATOR,      /* no Python thread waits: the thread that created this one (pthread_create) */
 };
 /* An ALLOC's word 4 is tid | flags << 32 | python frame count << 48; the
  * python frames follow the native ones, two words each: the code object's

@@ -104,6 +104,7 @@ struct tls {
 	uint32_t open_depth;    /* nested origin_begin calls */
 	int open_slot;          /* its slot in pools.c's table, -1 if none was free */
 	uint64_t open_token;
+	uint64_t creator;       /* in a Python process, the token of the thread that created this one (pools.c) */
 	uintptr_t frames[HL_MAX_FRAMES];
 	uint64_t py[2 * HL_MAX_PYFRAMES]; /* code pointer, position word: see heaplens_ring.h */
 };
@@ -289,6 +290,7 @@ void py_walk(void);
 void py_emit_codes(void);
 void py_check_final(void);
 void py_atfork_child(void);
+int py_running(void);       /* 1: an initialised interpreter, not finalizing */
 int py_thread(void);        /* 1: this thread has a Python thread state */
 int py_foreign_thread(void); /* 1: a running interpreter, and this thread is not one of its threads */
 int py_waiter(uintptr_t ra); /* a Python thread waiting, called from ra outside the interpreter */

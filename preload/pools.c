@@ -98,8 +98,11 @@ static void want(uint64_t token)
 	}
 }
 
-/* The one Python thread blocked on pool work, or 0 when there are none or several. */
-static uint64_t fallback(void)
+/*
+ * The one Python thread blocked on pool work, or 0 when there are none or
+ * several; *waiting says how many there were (0, 1, or 2 for several).
+ */
+static uint64_t fallback(int *waiting)
 {
 	uint64_t found = 0;
 	int n = 0;
@@ -108,6 +111,7 @@ static uint64_t fallback(void)
 		if ((s & (S_OPEN | S_PY)) == (S_OPEN | S_PY))
 			found = s, n++;
 	}
+	*waiting = n;
 	if (n != 1)
 		return 0;
 	want(token_of(found));
@@ -126,8 +130,13 @@ int pool_origin(uint64_t *token)
 	}
 	if (!py_foreign_thread())
 		return HL_ORIGIN_SELF;
-	*token = fallback();
-	return *token ? HL_ORIGIN_FALLBACK : HL_ORIGIN_UNATTRIBUTED;
+	int waiting;
+	if ((*token = fallback(&waiting)) != 0)
+		return HL_ORIGIN_FALLBACK;
+	/* With several waiting, the origin is one of them: say it is unknown. */
+	if (!waiting && (*token = tls.creator) != 0)
+		return HL_ORIGIN_CREATOR;
+	return HL_ORIGIN_UNATTRIBUTED;
 }
 
 static void reset_capture_cache(void);
@@ -141,7 +150,7 @@ void pools_atfork_child(void)
 {
 	for (uint32_t i = 0; i < SLOTS; i++)
 		slots[i] = 0;
-	tls.origin = 0, tls.origin_method = HL_ORIGIN_SELF;
+	tls.origin = 0, tls.origin_method = HL_ORIGIN_SELF, tls.creator = 0;
 	tls.open_depth = 0, tls.open_slot = -1, tls.open_token = 0;
 	reset_capture_cache();
 }
@@ -224,6 +233,10 @@ static struct {
 	cond_clockwait_fn clockwait;
 } cond;
 
+/* pthread_create, resolved with the condition variables (see the creator method below). */
+typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+static create_fn next_create;
+
 /* The current condition variables (the 2.2.5 symbols are the pre-NPTL compatibility ones). */
 static void *libc_sym(const char *name)
 {
@@ -242,6 +255,7 @@ void resolve_cond(void)
 		return;
 	SET_RELAXED(cond.timedwait, (cond_timedwait_fn)libc_sym("pthread_cond_timedwait"));
 	SET_RELAXED(cond.clockwait, (cond_clockwait_fn)dlsym(RTLD_NEXT, "pthread_cond_clockwait"));
+	__atomic_store_n(&next_create, (create_fn)dlsym(RTLD_NEXT, "pthread_create"), __ATOMIC_RELEASE);
 	__atomic_store_n(&cond.wait, (cond_wait_fn)libc_sym("pthread_cond_wait"), __ATOMIC_RELEASE);
 }
 
@@ -292,6 +306,59 @@ EXPORT int HOOK(pthread_cond_clockwait)(pthread_cond_t *c, pthread_mutex_t *m, c
 	if (!f)
 		return EINVAL;
 	WAITING(__builtin_return_address(0), f(c, m, k, t));
+}
+
+/*
+ * ---- thread creation: the creator method ----
+ *
+ * In a Python process, a native thread's allocation that no pool rule
+ * claims is charged to the stack that created the thread: OpenBLAS's
+ * workers allocate their buffers when they start, under the `import numpy`
+ * that started them. Only there is pthread_create wrapped: the creator's
+ * stack is recorded (an ORIGIN record) and the new thread starts in
+ * started(), which sets its creator token and calls the program's start
+ * routine with its argument. Elsewhere the call goes straight through.
+ */
+struct start {
+	void *(*fn)(void *);
+	void *arg;
+	uint64_t token;
+};
+
+static void *started(void *p)
+{
+	struct start s = *(struct start *)p;
+	tls.busy++;
+	NEXT(free)(p);
+	tls.busy--;
+	tls.creator = s.token;
+	return s.fn(s.arg);
+}
+
+EXPORT int HOOK(pthread_create)(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg)
+{
+	cond_ready();
+	create_fn f = __atomic_load_n(&next_create, __ATOMIC_ACQUIRE);
+	if (!f)
+		return EAGAIN; /* no pthread_create below us: nothing sane is possible */
+	if (tls.busy || !hl_active() || !py_running())
+		return f(t, a, fn, arg);
+	tls.busy++;
+	struct start *s = NEXT(malloc)(sizeof *s);
+	tls.busy--;
+	if (!s)
+		return f(t, a, fn, arg);
+	s->fn = fn, s->arg = arg;
+	s->token = tls.origin ? tls.origin : new_token(); /* a worker creating threads passes its own origin on */
+	if (!tls.origin)
+		record_origin(s->token, 0);
+	int r = f(t, a, started, s);
+	if (r) {
+		tls.busy++;
+		NEXT(free)(s);
+		tls.busy--;
+	}
+	return r;
 }
 
 void pools_init(void)

@@ -306,7 +306,7 @@ void py_walk(void)
 }
 
 /* A running interpreter, not finalizing: thread states can be asked for. */
-static int py_running(void)
+int py_running(void)
 {
 	return py.minor > 0 && py.is_initialized && py.is_initialized() && !LOAD(uint64_t, py.runtime, py.L.rt_finalizing);
 }

@@ -176,12 +176,13 @@ const (
 	_                               // 3: reserved (per-library adapters were planned; none was needed)
 	MethodFallback                  // the one Python thread blocked in native code
 	MethodUnattributed              // a worker of a Python process with no origin found
+	MethodCreator                   // no Python thread waits: the thread that created the worker
 )
 
 // MethodNames names the methods for reports, labels and JSON.
 var MethodNames = map[uint8]string{
 	MethodSelf: "self", MethodAPI: "api", MethodOpenMP: "openmp",
-	MethodFallback: "fallback", MethodUnattributed: "unattributed",
+	MethodFallback: "fallback", MethodUnattributed: "unattributed", MethodCreator: "creator",
 }
 
 // Free is the release of a sampled allocation (free, realloc, or the old

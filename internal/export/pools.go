@@ -30,7 +30,7 @@ func poolNote(c *capture.Capture, p *heap.Profile) string {
 		return ""
 	}
 	var parts []string
-	for m := capture.MethodAPI; m <= capture.MethodUnattributed; m++ {
+	for m := capture.MethodAPI; m <= capture.MethodCreator; m++ {
 		if b, ok := by[m]; ok {
 			parts = append(parts, fmt.Sprintf("%s %s", size.Human(b), methodPhrase[m]))
 		}
@@ -43,4 +43,5 @@ var methodPhrase = map[uint8]string{
 	capture.MethodOpenMP:       "from OpenMP regions (openmp)",
 	capture.MethodFallback:     "guessed: the one Python thread waiting (fallback)",
 	capture.MethodUnattributed: "unattributed (several or no Python threads waiting)",
+	capture.MethodCreator:      "charged to the code that created the thread (creator)",
 }

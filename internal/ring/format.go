@@ -44,6 +44,7 @@ const (
 	// 3 is reserved (per-library adapters were planned; none was needed).
 	OriginFallback     = 4
 	OriginUnattributed = 5
+	OriginCreator      = 6
 
 	PyActivationEnd = 1 << 31 // in a Python frame's position word
 

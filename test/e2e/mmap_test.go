@@ -3,6 +3,8 @@ package e2e
 import (
 	"fmt"
 	"math"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +108,37 @@ func TestNoDoubleCounting(t *testing.T) {
 				t.Errorf("%.0f bytes of mappings: pymalloc's arenas counted again? %v", m.total(), fmt.Sprint(m))
 			}
 		})
+	}
+}
+
+// TestOpenBLASBuffers: OpenBLAS (Debian's pthread build, 2 threads) maps
+// its buffers itself. The calling thread's buffer is charged to the Python
+// function whose product needed it, the worker's to the import that started
+// the worker (the creator method): each under the call that started it.
+func TestOpenBLASBuffers(t *testing.T) {
+	const py = "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import numpy").Run(); err != nil {
+		testenv.Missing(t, "%s cannot import numpy (scripts/deps.sh installs python3-numpy): the OpenBLAS case does NOT run", py)
+		return
+	}
+	dir := t.TempDir()
+	capPath := filepath.Join(dir, "blas.hlc")
+	res := runEnv(t, 2*time.Minute, []string{"OPENBLAS_NUM_THREADS=2"}, heaplensBin(t), "run", "-q", "--rate", "64KiB", "-o", capPath, "--",
+		py, filepath.Join(root, "test", "workloads", "pyblas.py"))
+	if res.code != 0 {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	maps := reportWith(t, capPath, "--view", "allocs", "--kind", "mmap")
+	if got := maps.site("matmul_site"); got < 1*miB {
+		t.Errorf("%.0f bytes of OpenBLAS buffers under matmul_site, want the calling thread's buffer: %v", got, maps)
+	}
+	var started float64
+	for st, v := range maps {
+		if strings.Contains(st, "[pool: libopenblas (creator)]") && strings.Contains(st, "pyblas.py:5)") {
+			started += v
+		}
+	}
+	if started < 1*miB {
+		t.Errorf("%.0f bytes of the worker's buffer under the import that started it (pyblas.py:5): %v", started, maps)
 	}
 }
