@@ -205,15 +205,17 @@ COLD void record_origin(uint64_t token, int walked)
 	errno = saved;
 }
 
-/* A munmap of [p, p+n): the agent frees the sampled mappings that start in it. */
-COLD void record_unmap(void *p, size_t n)
+/*
+ * A FREE record: of a sampled block (func 0), or of a munmap of [p, p+n)
+ * (HL_FUNC_MUNMAP), whose sampled mappings the agent frees. Must be called
+ * before the memory is released, so that a reuse of the address is
+ * recorded after it.
+ */
+static void put_free(struct hl_ring_header *h, void *p, uint64_t n, uint32_t func)
 {
-	struct hl_ring_header *h = __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE);
-	uint64_t pos;
-	if (!h || !g.active)
-		return;
+	uint64_t pos, len = func ? 40 : 32;
 	int saved = errno;
-	if (!ring_reserve(40, &pos)) {
+	if (!ring_reserve(len, &pos)) {
 		__atomic_fetch_add(&h->dropped_free, 1, __ATOMIC_RELAXED);
 		errno = saved;
 		return;
@@ -221,28 +223,26 @@ COLD void record_unmap(void *p, size_t n)
 	ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
 	ring_put(pos + 16, (uint64_t)(uintptr_t)p);
 	ring_put(pos + 24, (uint64_t)tid());
-	ring_put(pos + 32, (uint64_t)n);
-	ring_commit(pos, hl_rec_header(40, HL_REC_FREE, HL_FUNC_MUNMAP, 0));
+	if (func)
+		ring_put(pos + 32, n);
+	ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_FREE, func, 0));
 	errno = saved;
 }
 
-/* Must be called before the block is released, so that a reuse of the address is recorded after it. */
+COLD void record_unmap(void *p, size_t n)
+{
+	struct hl_ring_header *h = __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE);
+	if (h && g.active)
+		put_free(h, p, n, HL_FUNC_MUNMAP);
+}
+
 COLD void record_free(void *p)
 {
 	struct hl_ring_header *h = __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE);
-	uint64_t pos;
 	if (!h)
 		return;
 	int saved = errno;
 	py_check_final();
-	if (!ring_reserve(32, &pos)) {
-		__atomic_fetch_add(&h->dropped_free, 1, __ATOMIC_RELAXED);
-		errno = saved;
-		return;
-	}
-	ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
-	ring_put(pos + 16, (uint64_t)(uintptr_t)p);
-	ring_put(pos + 24, (uint64_t)tid());
-	ring_commit(pos, hl_rec_header(32, HL_REC_FREE, 0, 0));
 	errno = saved;
+	put_free(h, p, 0, 0);
 }
