@@ -26,21 +26,26 @@ static void *sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t
 	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
 }
 
-static void *mapped(void *p, size_t len, int flags)
+/*
+ * Anonymous mappings that can be used: a PROT_NONE mapping only reserves
+ * address space (runtimes reserve gigabytes that way and commit parts later
+ * with mprotect, which is not followed).
+ */
+static void *mapped(void *p, size_t len, int prot, int flags)
 {
-	if (p != MAP_FAILED && (flags & MAP_ANONYMOUS) && sample_now(len))
+	if (p != MAP_FAILED && (flags & MAP_ANONYMOUS) && prot != PROT_NONE && sample_now(len))
 		record_alloc(p, len, HL_FUNC_MMAP);
 	return p;
 }
 
 EXPORT void *HOOK(mmap)(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-	return mapped(sys_mmap(addr, len, prot, flags, fd, off), len, flags);
+	return mapped(sys_mmap(addr, len, prot, flags, fd, off), len, prot, flags);
 }
 
 EXPORT void *HOOK(mmap64)(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-	return mapped(sys_mmap(addr, len, prot, flags, fd, off), len, flags);
+	return mapped(sys_mmap(addr, len, prot, flags, fd, off), len, prot, flags);
 }
 
 /* The unmap is recorded first: once the range is gone, another thread may map it again at once. */
