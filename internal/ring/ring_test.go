@@ -287,17 +287,19 @@ func TestDrainRejectsBadHeader(t *testing.T) {
 // FuzzDecode feeds arbitrary records to the decoder: it must never panic,
 // and what it accepts must lie within the record.
 func FuzzDecode(f *testing.F) {
-	f.Add(uint64(RecCode), uint64(0), []byte("0123456789abcdef0123456789abcdef01234567"))
-	f.Add(uint64(RecAlloc), uint64(1), make([]byte, 48))
-	f.Add(uint64(RecModule), uint64(1), make([]byte, 64))
-	f.Fuzz(func(t *testing.T, typ, count uint64, b []byte) {
+	f.Add(uint64(RecCode), uint64(0), uint64(0), []byte("0123456789abcdef0123456789abcdef01234567"))
+	f.Add(uint64(RecAlloc), uint64(1), uint64(0), make([]byte, 48))
+	f.Add(uint64(RecModule), uint64(1), uint64(0), make([]byte, 64))
+	f.Add(uint64(RecFree), uint64(0), uint64(FuncMunmap), make([]byte, 32))
+	f.Add(uint64(RecMallinfo), uint64(0), uint64(0), make([]byte, 48))
+	f.Fuzz(func(t *testing.T, typ, count, fn uint64, b []byte) {
 		words := make([]uint64, len(b)/8)
 		for i := range words {
 			words[i] = binary.LittleEndian.Uint64(b[8*i:])
 		}
 		var r Ring
 		var rec Record
-		hdr := 8*uint64(len(words)+1) | (typ&0xff)<<32 | (count&0xffff)<<48
+		hdr := 8*uint64(len(words)+1) | (typ&0xff)<<32 | (fn&0xff)<<40 | (count&0xffff)<<48
 		if err := r.decode(&rec, hdr, words); err != nil {
 			return
 		}
