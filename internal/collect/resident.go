@@ -14,7 +14,10 @@ import (
 const (
 	residentMin    = 1 << 20 // smaller blocks: their size is what they take, near enough
 	residentBlocks = 64      // per process and reading, the largest
-	pageSize       = 4096
+	// residentPages bounds the pages looked at in one reading of all
+	// processes (8 bytes of pagemap each: 8 MiB read, 4 GiB of address
+	// space at 4 KiB pages); blocks past it keep their last reading.
+	residentPages = 1 << 20
 	// pagemap entry bits: the page is in memory, or in swap.
 	pagePresent = 1 << 63
 	pageSwapped = 1 << 62
@@ -31,6 +34,7 @@ type bigBlocks map[uint64]uint64
 // A process that is gone, or whose pagemap cannot be read, is skipped.
 func (c *Collector) ReadResidency() error {
 	now := monoNow()
+	budget := uint64(residentPages)
 	for _, s := range c.order {
 		if s.ended || s.r == nil || len(s.big) == 0 {
 			continue
@@ -46,6 +50,11 @@ func (c *Collector) ReadResidency() error {
 		}
 		slices.SortFunc(bs, func(x, y block) int { return cmp.Or(cmp.Compare(y.size, x.size), cmp.Compare(x.addr, y.addr)) })
 		for _, b := range bs[:min(len(bs), residentBlocks)] {
+			pages := b.size/pageSize + 1
+			if pages > budget {
+				continue
+			}
+			budget -= pages
 			res, span, ok := resident(f, b.addr, b.size, &c.pagemap)
 			if !ok {
 				continue
@@ -61,6 +70,8 @@ func (c *Collector) ReadResidency() error {
 }
 
 // resident counts the resident bytes of the pages [addr, addr+size) spans.
+var pageSize = uint64(os.Getpagesize())
+
 func resident(f *os.File, addr, size uint64, buf *[]byte) (res, span uint64, ok bool) {
 	first, last := addr/pageSize, (addr+size-1)/pageSize
 	n := last - first + 1
