@@ -283,6 +283,11 @@ void ring_put_bytes(uint64_t pos, const void *src, uint64_t n);
 void ring_commit(uint64_t pos, uint64_t hdr);
 
 /* python.c */
+void pymem_install(void);       /* pymem.c: from py_detect, in the constructor */
+void pymem_check(void);         /* the hooks still in place (a sampled slow path) */
+void pymem_atfork_child(void);
+int py_gil_checkable(void);
+int py_gil_held(void);          /* this thread holds the GIL (lock-free reads only) */
 extern int py_pending; /* a supported interpreter is loaded; its PyMem hooks are not installed yet */
 void py_detect(void);
 void py_try_install(void);
