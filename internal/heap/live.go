@@ -20,6 +20,7 @@ type liveSlot struct {
 	bytes float64 // Weight × size: the estimated bytes the block stands for
 	ref   int32   // 1 + index in Capture.Allocs; 0 marks an empty slot
 	si    uint32  // the stream's index in replayer.streams
+	kind  uint8   // its kind of memory (kindIndex), so a free reads no Alloc
 }
 
 // minLiveSlots is the size of an empty table. It is small so that tests of

@@ -69,7 +69,7 @@ type event struct {
 // their first record, that event.si indexes. Without a usable FreeOrder,
 // frees go first among equal times: a realloc that frees and reuses an
 // address at one timestamp then stays live.
-func events(c *capture.Capture, opt Options) ([]event, []uint32) {
+func events(c *capture.Capture, opt Options) ([]event, []uint32, bool) {
 	if len(c.Allocs)+len(c.Frees) > capture.MaxEvents { // capture.Load refuses such captures
 		panic("heap: a capture of 2^31 or more allocations and frees cannot be replayed")
 	}
@@ -107,10 +107,12 @@ func events(c *capture.Capture, opt Options) ([]event, []uint32) {
 			}
 		}
 	}
+	mixed := false // allocations of more than one kind of memory
 	for i := range c.Allocs {
 		emitFrees(i)
 		if si := indexOf(c.Allocs[i].Stream); si >= 0 {
 			ev = append(ev, event{time: c.Allocs[i].TimeNano, rec: int32(i), si: uint32(si)})
+			mixed = mixed || kindIndex(c.Allocs[i].Func) != 0
 		}
 	}
 	emitFrees(len(c.Allocs))
@@ -124,7 +126,7 @@ func events(c *capture.Capture, opt Options) ([]event, []uint32) {
 	if !slices.IsSortedFunc(ev, cmpEv) {
 		slices.SortStableFunc(ev, cmpEv)
 	}
-	return ev, streams
+	return ev, streams, mixed
 }
 
 // replayer replays Allocs and Frees of the covered streams in time order,
@@ -148,8 +150,11 @@ type replayer struct {
 	// perStreamKind the same per stream index.
 	byKind        [nKinds]float64
 	perStreamKind [][nKinds]float64
-	unmatched     int
-	lost          int
+	// mixed is false when every allocation is of the malloc kind: then the
+	// per-kind sums are the totals and are not kept apart.
+	mixed     bool
+	unmatched int
+	lost      int
 
 	// A process's blocks stop counting toward the heap when it ends (exit,
 	// exec, death): ends lists the covered streams' End times in time
@@ -184,10 +189,13 @@ type streamEnd struct {
 }
 
 func newReplayer(c *capture.Capture, opt Options) *replayer {
-	ev, streams := events(c, opt)
+	ev, streams, mixed := events(c, opt)
 	r := &replayer{c: c, w: newWeigher(c.Meta.Rate), ev: ev, streams: streams,
 		live: newLiveSet(), perStream: make([]float64, len(streams)), endedAt: make([]int32, len(streams)),
-		perStreamKind: make([][nKinds]float64, len(streams))}
+		mixed: mixed}
+	if mixed {
+		r.perStreamKind = make([][nKinds]float64, len(streams))
+	}
 	// A stream ends no earlier than its last record: an End without a time,
 	// or a damaged one, cannot take records away from it.
 	last := make([]int64, len(streams))
@@ -210,10 +218,12 @@ func (r *replayer) endUntil(t int64) {
 		e := r.ends[r.nextEnd]
 		r.total -= r.perStream[e.si]
 		r.perStream[e.si] = 0
-		for k, v := range r.perStreamKind[e.si] {
-			r.byKind[k] -= v
+		if r.mixed {
+			for k, v := range r.perStreamKind[e.si] {
+				r.byKind[k] -= v
+			}
+			r.perStreamKind[e.si] = [nKinds]float64{}
 		}
-		r.perStreamKind[e.si] = [nKinds]float64{}
 		r.endedAt[e.si] = int32(r.next)
 		if r.onEnd != nil {
 			r.onEnd(e.time, e.si, r.total)
@@ -259,11 +269,12 @@ func kindIndex(f uint8) int {
 	return 0
 }
 
-// addKind adds b bytes of allocation i to the heap of its kind.
-func (r *replayer) addKind(si uint32, i int32, b float64) {
-	k := kindIndex(r.c.Allocs[i].Func)
-	r.byKind[k] += b
-	r.perStreamKind[si][k] += b
+// addKind adds b bytes of kind k (kindIndex) to the heap of stream si.
+func (r *replayer) addKind(si uint32, k uint8, b float64) {
+	if r.mixed {
+		r.byKind[k] += b
+		r.perStreamKind[si][k] += b
+	}
 }
 
 // step applies the next event. It returns the allocation index a free
@@ -283,7 +294,7 @@ func (r *replayer) step() (freed int) {
 		r.live.remove(i)
 		r.total -= s.bytes
 		r.perStream[e.si] -= s.bytes
-		r.addKind(e.si, s.ref-1, -s.bytes)
+		r.addKind(e.si, s.kind, -s.bytes)
 		if r.life != nil {
 			r.life[s.ref-1].died = int32(k)
 		}
@@ -292,13 +303,13 @@ func (r *replayer) step() (freed int) {
 	a := &r.c.Allocs[e.rec]
 	// Computed once per allocation: the slot keeps it for the free.
 	b := r.w.weight(a.Size) * float64(a.Size)
-	s := liveSlot{addr: a.Addr, bytes: b, ref: e.rec + 1, si: e.si}
+	s := liveSlot{addr: a.Addr, bytes: b, ref: e.rec + 1, si: e.si, kind: uint8(kindIndex(a.Func))}
 	if i, ok := r.live.lookup(e.si, a.Addr); ok {
 		old := &r.live.slots[i]
 		r.lost++
 		r.total -= old.bytes
 		r.perStream[e.si] -= old.bytes
-		r.addKind(e.si, old.ref-1, -old.bytes)
+		r.addKind(e.si, old.kind, -old.bytes)
 		if r.life != nil {
 			r.life[old.ref-1].died = int32(k)
 		}
@@ -308,7 +319,7 @@ func (r *replayer) step() (freed int) {
 	}
 	r.total += b
 	r.perStream[e.si] += b
-	r.addKind(e.si, e.rec, b)
+	r.addKind(e.si, s.kind, b)
 	if r.life != nil {
 		r.life[e.rec].born = int32(k)
 	}

@@ -116,8 +116,10 @@ func (tb *timelineBuilder) ended(t int64, si uint32, total float64) {
 		d.add(t, 0)
 	}
 	tb.total.add(t, max(total, 0))
-	for k := range tb.kinds {
-		tb.kinds[k].add(t, max(tb.r.byKind[k], 0))
+	if tb.r.mixed {
+		for k := range tb.kinds {
+			tb.kinds[k].add(t, max(tb.r.byKind[k], 0))
+		}
 	}
 }
 
@@ -143,8 +145,10 @@ func (tb *timelineBuilder) observe(r *replayer) {
 	}
 	t := max(r.total, 0)
 	tb.total.add(e.time, t)
-	for k := range tb.kinds {
-		tb.kinds[k].add(e.time, max(r.byKind[k], 0))
+	if r.mixed {
+		for k := range tb.kinds {
+			tb.kinds[k].add(e.time, max(r.byKind[k], 0))
+		}
 	}
 	if t > tb.tl.Peak.Bytes {
 		tb.tl.Peak = Point{e.time, t}
@@ -157,6 +161,10 @@ func (tb *timelineBuilder) timeline(r *replayer) *Timeline {
 	c, opt, tl := tb.c, tb.opt, tb.tl
 	tl.Total = tb.total.out
 	for k := range tb.kinds {
+		if k == 0 && !r.mixed { // malloc only: the total is its series
+			tl.Kinds = append(tl.Kinds, tl.Total)
+			continue
+		}
 		tl.Kinds = append(tl.Kinds, tb.kinds[k].out)
 	}
 	tl.MallocInUse, tl.MallocFree = mallocSeries(c, opt)
