@@ -76,7 +76,14 @@ func Load(path string) (*Capture, error) {
 		return nil, fmt.Errorf("capture: %w", err)
 	}
 	defer f.Close()
-	c, err := ReadAll(bufio.NewReaderSize(f, 1<<20))
+	var hint int64
+	if st, err := f.Stat(); err == nil {
+		hint = st.Size()
+	}
+	c, err := readAll(bufio.NewReaderSize(f, 1<<20), hint)
+	if c != nil {
+		c.Resolve()
+	}
 	if ce, ok := err.(*CorruptError); ok {
 		ce.Path = path
 		return c, ce
@@ -91,19 +98,31 @@ func Load(path string) (*Capture, error) {
 // Capture is non-nil whenever the header was valid or truncated, and holds
 // every Location and Stack its records refer to (see Resolve).
 func ReadAll(r io.Reader) (*Capture, error) {
-	c, err := readAll(r)
+	c, err := readAll(r, 0)
 	if c != nil {
 		c.Resolve()
 	}
 	return c, err
 }
 
+// A file's size gives the Allocs' and Frees' starting capacity, so that
+// loading a large capture does not copy them over and over as they grow
+// (with twice their size in memory while it does): at most one event per
+// bytesPerEvent bytes (real captures compress an Alloc and its Free to
+// 5-20 bytes), and at most presizeMax events, so that a file cannot make
+// the reader reserve more than about 1.6 GiB before a record is read.
+const (
+	bytesPerEvent = 8
+	presizeMax    = 1 << 24
+)
+
 // MaxEvents is the most Allocs plus Frees a capture may hold to be read: the
 // heap package indexes its replay with int32 (at ~64 GiB of records in
 // memory, far beyond any real capture).
 const MaxEvents = math.MaxInt32
 
-func readAll(r io.Reader) (*Capture, error) {
+// readAll reads a capture; size, when known, is the file's size in bytes.
+func readAll(r io.Reader, size int64) (*Capture, error) {
 	rd, err := NewReader(r)
 	if err != nil {
 		var ce *CorruptError
@@ -113,6 +132,11 @@ func readAll(r io.Reader) (*Capture, error) {
 		return nil, err
 	}
 	c := NewCapture()
+	if n := min(size/bytesPerEvent, presizeMax); n > 0 {
+		c.Allocs = make([]Alloc, 0, n)
+		c.Frees = make([]Free, 0, n)
+		c.FreeOrder = make([]int, 0, n)
+	}
 	haveMeta := false
 	streams := make(map[uint32]bool)
 	for {
