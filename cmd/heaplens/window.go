@@ -67,12 +67,7 @@ func windowCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	docs := make([]export.WindowDoc, 0, len(specs))
 	for _, s := range specs {
-		var streams []uint32
-		for _, p := range c.Processes {
-			if p.PID == s.PID {
-				streams = append(streams, p.Stream)
-			}
-		}
+		streams := c.StreamsOf(s.PID)
 		if streams == nil {
 			fmt.Fprintf(stderr, "heaplens window: %s: no process with pid %d in the capture\n", s.Name, s.PID)
 			return 1

@@ -271,6 +271,18 @@ func missing(id uint64, label string) *Location {
 	return &Location{ID: id, Kind: KindMissing, Lines: []Line{{Function: label}}}
 }
 
+// StreamsOf returns the streams of every image of process pid, in order
+// of appearance; none when the capture has no such process.
+func (c *Capture) StreamsOf(pid int) []uint32 {
+	var out []uint32
+	for _, p := range c.Processes {
+		if p.PID == pid {
+			out = append(out, p.Stream)
+		}
+	}
+	return out
+}
+
 // MaxID returns the largest Mapping, Location or Stack ID: those made up
 // after reading take the IDs above it.
 func (c *Capture) MaxID() uint64 {

@@ -68,12 +68,7 @@ func (q Query) Compute(c *capture.Capture) (*Result, error) {
 		r.Filter["focus"] = q.Focus
 	}
 	if q.PID != 0 {
-		opt.Streams = []uint32{}
-		for _, p := range c.Processes {
-			if p.PID == q.PID {
-				opt.Streams = append(opt.Streams, p.Stream)
-			}
-		}
+		opt.Streams = c.StreamsOf(q.PID)
 		if len(opt.Streams) == 0 {
 			return nil, fmt.Errorf("no process with pid %d in the capture", q.PID)
 		}

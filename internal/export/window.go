@@ -1,8 +1,6 @@
 package export
 
 import (
-	"cmp"
-	"slices"
 	"time"
 
 	"github.com/heaplens/heaplens/internal/capture"
@@ -45,9 +43,7 @@ func NewWindowDoc(c *capture.Capture, name string, from, until int64, v heap.Win
 
 func figure(c *capture.Capture, p *heap.Profile, top int) WindowFigure {
 	f := WindowFigure{Bytes: p.TotalBytes, CI95: heap.CI95(p.TotalVar), Top: []WindowStack{}}
-	ss := slices.Clone(p.Samples)
-	slices.SortStableFunc(ss, func(a, b heap.Sample) int { return cmp.Compare(b.Bytes, a.Bytes) })
-	for _, s := range ss[:min(top, len(ss))] {
+	for _, s := range p.Samples[:min(top, len(p.Samples))] { // a view's samples come biggest first
 		f.Top = append(f.Top, WindowStack{Bytes: s.Bytes, CI95: heap.CI95(s.Var), Frames: StackFrames(c, s.StackID)})
 	}
 	return f

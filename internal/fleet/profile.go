@@ -8,6 +8,7 @@
 package fleet
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -239,13 +240,8 @@ func (p *Profile) Snapshot(pid int) *Snapshot {
 	}
 	keep := func(stream uint32) bool { return true }
 	if pid != 0 {
-		streams := map[uint32]bool{}
-		for _, pr := range c.Processes {
-			if pr.PID == pid {
-				streams[pr.Stream] = true
-			}
-		}
-		keep = func(stream uint32) bool { return streams[stream] }
+		streams := c.StreamsOf(pid)
+		keep = func(stream uint32) bool { return slices.Contains(streams, stream) }
 	}
 	drops := map[uint32]heap.DropStats{}
 	for stream, d := range p.ended {
