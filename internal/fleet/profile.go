@@ -61,6 +61,7 @@ type liveKey struct {
 // origin's stack (pending).
 type block struct {
 	a     capture.Alloc
+	w     float64 // heap.Weight of the allocation
 	site  *site
 	freed bool // freed while pending
 }
@@ -111,7 +112,7 @@ func (p *Profile) alloc(a capture.Alloc) {
 	if p.live[k] != nil { // the free in between was lost: the older block is gone
 		p.free(k)
 	}
-	b := &block{a: a}
+	b := &block{a: a, w: heap.Weight(a.Size, p.c.Meta.Rate)}
 	p.live[k] = b
 	if stack.ForPool(&a) && !p.st.Known(&a) {
 		p.pending = append(p.pending, b)
@@ -134,30 +135,16 @@ func (p *Profile) resolve(b *block) {
 	s := p.sites[k]
 	if s == nil {
 		s = &site{}
-		s.alloc.Stream, s.alloc.StackID, s.alloc.Func = k.stream, k.stack, b.a.Func
-		s.inuse.Stream, s.inuse.StackID, s.inuse.Func = k.stream, k.stack, b.a.Func
+		s.alloc.Stream, s.alloc.StackID = k.stream, k.stack
+		s.inuse.Stream, s.inuse.StackID = k.stream, k.stack
 		p.sites[k] = s
 	}
-	add(&s.alloc, &b.a, p.c.Meta.Rate, 1)
+	s.alloc.Add(&b.a, b.w, 1)
 	if b.freed {
 		return
 	}
 	b.site = s
-	add(&s.inuse, &b.a, p.c.Meta.Rate, 1)
-}
-
-// add adds (sign 1) or takes away (-1) one weighted sample, as the heap
-// package's views sum them (docs/views.md).
-func add(s *heap.Sample, a *capture.Alloc, rate uint64, sign float64) {
-	w := heap.Weight(a.Size, rate)
-	sz := float64(a.Size)
-	s.Objects += sign * w
-	s.Bytes += sign * w * sz
-	s.Var += sign * sz * sz * w * (w - 1)
-	s.Count += int(sign)
-	if s.Func != a.Func {
-		s.Func = heap.FuncMixed
-	}
+	s.inuse.Add(&b.a, b.w, 1)
 }
 
 func (p *Profile) free(k liveKey) {
@@ -170,7 +157,7 @@ func (p *Profile) free(k liveKey) {
 		b.freed = true
 		return
 	}
-	add(&b.site.inuse, &b.a, p.c.Meta.Rate, -1)
+	b.site.inuse.Add(&b.a, b.w, -1)
 }
 
 func (p *Profile) origin(o capture.Origin) {

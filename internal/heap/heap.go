@@ -196,20 +196,28 @@ func (b *builder) add(a *capture.Alloc) {
 		s = &Sample{Stream: a.Stream, StackID: a.StackID, TID: k.tid}
 		b.sites[k] = s
 	}
-	w := b.w.weight(a.Size)
+	s.Add(a, b.w.weight(a.Size), 1)
+}
+
+// Add adds (sign 1) or takes away (sign −1) one sampled allocation that
+// stands for w allocations (Weight), as every view sums them. A sample
+// that gets allocations of several hooked functions has Func FuncMixed.
+func (s *Sample) Add(a *capture.Alloc, w, sign float64) {
 	sz := float64(a.Size)
-	s.Objects += w
-	s.Bytes += w * sz
+	s.Objects += sign * w
+	s.Bytes += sign * w * sz
 	// Horvitz–Thompson for independent (Poisson) inclusion with probability
 	// p = 1/w: each sample adds s²(1−p)/p² = s²·w·(w−1) to the estimated
 	// variance, and samples of different allocations are independent.
-	s.Var += sz * sz * w * (w - 1)
-	if s.Count == 0 {
-		s.Func = a.Func
-	} else if s.Func != a.Func {
-		s.Func = FuncMixed
+	s.Var += sign * sz * sz * w * (w - 1)
+	if sign > 0 {
+		if s.Count == 0 {
+			s.Func = a.Func
+		} else if s.Func != a.Func {
+			s.Func = FuncMixed
+		}
 	}
-	s.Count++
+	s.Count += int(sign)
 }
 
 func (b *builder) profile(view string, c *capture.Capture, opt Options) *Profile {
