@@ -23,23 +23,14 @@ type Gap struct {
 	Mmapped   float64            // glibc: its own mappings for large blocks
 }
 
-// FreeShare is the share of RSS that glibc's free arena memory is, 0 when
-// RSS is unknown.
-func (g *Gap) FreeShare() float64 {
-	if g.RSS <= 0 {
-		return 0
-	}
-	return g.Free / g.RSS
-}
-
-// RSSGap returns the Gap at the moment glibc's arenas held the most free
-// memory, or nil when the capture has no malloc statistics (no glibc, or a
-// capture from before they were recorded).
-func RSSGap(c *capture.Capture, opt Options) *Gap {
+// mallocReadings sums the covered processes' glibc statistics (capture.Malloc)
+// at each reading, in time order: each running process's last reading by
+// then. Only the glibc fields of the Gaps are set.
+func mallocReadings(c *capture.Capture, opt Options) []Gap {
 	ms := slices.Clone(c.Mallocs)
 	slices.SortStableFunc(ms, func(a, b capture.Malloc) int { return cmp.Compare(a.TimeNano, b.TimeNano) })
 	last := map[uint32]capture.Malloc{}
-	var best *Gap
+	var out []Gap
 	for _, m := range ms {
 		if !opt.keep(m.Stream) {
 			continue
@@ -55,6 +46,26 @@ func RSSGap(c *capture.Capture, opt Options) *Gap {
 			g.Trimmable += float64(x.Keep)
 			g.Mmapped += float64(x.Mmapped)
 		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// FreeShare is the share of RSS that glibc's free arena memory is, 0 when
+// RSS is unknown.
+func (g *Gap) FreeShare() float64 {
+	if g.RSS <= 0 {
+		return 0
+	}
+	return g.Free / g.RSS
+}
+
+// RSSGap returns the Gap at the moment glibc's arenas held the most free
+// memory, or nil when the capture has no malloc statistics (no glibc, or a
+// capture from before they were recorded).
+func RSSGap(c *capture.Capture, opt Options) *Gap {
+	var best *Gap
+	for _, g := range mallocReadings(c, opt) {
 		if best == nil || g.Free > best.Free {
 			best = &g
 		}

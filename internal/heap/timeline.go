@@ -220,21 +220,8 @@ func (tb *timelineBuilder) timeline(r *replayer) *Timeline {
 
 // mallocSeries sums the covered processes' glibc statistics at each reading.
 func mallocSeries(c *capture.Capture, opt Options) (inUse, free []Point) {
-	ms := slices.Clone(c.Mallocs)
-	slices.SortStableFunc(ms, func(a, b capture.Malloc) int { return cmp.Compare(a.TimeNano, b.TimeNano) })
-	last := map[uint32]capture.Malloc{}
-	for _, m := range ms {
-		if !opt.keep(m.Stream) {
-			continue
-		}
-		last[m.Stream] = m
-		var u, f float64
-		for s, x := range last {
-			if e := c.Ends[s]; e == nil || e.TimeNano >= m.TimeNano {
-				u, f = u+float64(x.InUse), f+float64(x.Free)
-			}
-		}
-		inUse, free = append(inUse, Point{m.TimeNano, u}), append(free, Point{m.TimeNano, f})
+	for _, g := range mallocReadings(c, opt) {
+		inUse, free = append(inUse, Point{g.T, g.InUse}), append(free, Point{g.T, g.Free})
 	}
 	return inUse, free
 }
