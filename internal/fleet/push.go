@@ -168,15 +168,20 @@ func (ps *Pusher) take() {
 	ps.queue = append(ps.queue, &payload{body: body, from: from, until: snap.Taken})
 	ps.bytes += len(body)
 	for ps.bytes > ps.MaxQueue && len(ps.queue) > 0 {
-		ps.bytes -= len(ps.queue[0].body)
-		ps.queue[0] = nil
-		ps.queue = ps.queue[1:]
+		ps.pop()
 		ps.stats.Dropped++
 	}
 	select {
 	case ps.wake <- struct{}{}:
 	default:
 	}
+}
+
+// pop removes the oldest queued profile; ps.mu is held.
+func (ps *Pusher) pop() {
+	ps.bytes -= len(ps.queue[0].body)
+	ps.queue[0] = nil // the backing array must not keep it
+	ps.queue = ps.queue[1:]
 }
 
 func (ps *Pusher) send() {
@@ -216,9 +221,7 @@ func (ps *Pusher) send() {
 			ps.stats.LastErr = err.Error()
 		}
 		if !retry && len(ps.queue) > 0 && ps.queue[0] == next {
-			ps.bytes -= len(next.body)
-			ps.queue[0] = nil
-			ps.queue = ps.queue[1:]
+			ps.pop()
 		}
 		ps.mu.Unlock()
 		if !retry {
