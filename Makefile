@@ -7,6 +7,12 @@ PRELOAD_CFLAGS = -std=c11 -fPIC -shared -fvisibility=hidden -ftls-model=initial-
                  -Wpointer-arith -Wcast-align -Werror -Wl,-z,now
 PRELOAD_SRC = $(wildcard preload/*.c)
 SO      = internal/launch/lib/libheaplens.so
+# The same sources for heaplens attach (preload/attach.c): dlopen'ed late, so
+# dynamic TLS; its own definitions bound locally, as the agent points GOT
+# entries at them.
+ATTACH_SO = internal/launch/lib/libheaplens-attach.so
+ATTACH_CFLAGS = $(filter-out -ftls-model=initial-exec,$(PRELOAD_CFLAGS)) -DHEAPLENS_ATTACH \
+                -mtls-dialect=gnu2 -Wl,-Bsymbolic-functions
 
 .PHONY: all test test-cpython bench demo clean deps sanitize wheel
 all: bin/heaplens
@@ -14,7 +20,10 @@ all: bin/heaplens
 $(SO): $(PRELOAD_SRC) $(wildcard preload/*.h)
 	$(CC) $(CFLAGS) $(PRELOAD_CFLAGS) -o $@ $(PRELOAD_SRC) -lm -lgcc_s
 
-bin/heaplens: $(SO) $(shell find cmd internal -name '*.go' -not -name '*_test.go') $(wildcard internal/web/assets/*) go.mod go.sum
+$(ATTACH_SO): $(PRELOAD_SRC) $(wildcard preload/*.h)
+	$(CC) $(CFLAGS) $(ATTACH_CFLAGS) -o $@ $(PRELOAD_SRC) -lm -lgcc_s
+
+bin/heaplens: $(SO) $(ATTACH_SO) $(shell find cmd internal -name '*.go' -not -name '*_test.go') $(wildcard internal/web/assets/*) go.mod go.sum
 	$(GO) build -ldflags=-E=github.com/heaplens/heaplens/internal/sigstart.entry -o $@ ./cmd/heaplens
 
 # Installs what the tests need on a fresh Debian machine, then runs them all.
@@ -56,4 +65,4 @@ demo:
 	./scripts/demo.sh
 
 clean:
-	rm -rf bin $(SO) dist build $(PYPKG)/_bin $(PYPKG)/_lib $(PYPKG)/_version.py
+	rm -rf bin $(SO) $(ATTACH_SO) dist build $(PYPKG)/_bin $(PYPKG)/_lib $(PYPKG)/_version.py

@@ -18,6 +18,10 @@
 
 #include "internal.h"
 
+#ifdef HEAPLENS_ATTACH
+/* Read on every call. Filled at load by attach.c. */
+struct hl_real real __attribute__((aligned(64)));
+#else
 #define BOOT_DECL(name, ret, params) static ret boot_##name params;
 HL_ALLOCATOR(BOOT_DECL)
 #undef BOOT_DECL
@@ -28,10 +32,11 @@ struct hl_real real __attribute__((aligned(64))) = {
 	HL_ALLOCATOR(BOOT_INIT)
 #undef BOOT_INIT
 };
+#endif
 
 struct hl_global g;
 
-_Thread_local struct tls tls __asm__("heaplens_tls") __attribute__((tls_model("initial-exec"), used));
+_Thread_local struct tls tls __asm__("heaplens_tls") __attribute__((tls_model(HL_TLS_MODEL), used));
 
 uint32_t hl_tid(void) { return tid(); }
 
@@ -45,13 +50,15 @@ int64_t now_ns(clockid_t c)
 /* ---- bootstrap: dlsym may allocate before the real functions are known ---- */
 
 static char boot_buf[64 << 10] __attribute__((aligned(16)));
-static size_t boot_used;
 
 int in_boot(const void *p)
 {
 	return (const char *)p >= boot_buf && (const char *)p < boot_buf + sizeof boot_buf;
 }
 
+
+#ifndef HEAPLENS_ATTACH
+static size_t boot_used;
 
 /* Bootstrap blocks are tagged like sampled blocks; p[-3] holds their size. */
 static void *boot_alloc(size_t n)
@@ -151,8 +158,6 @@ static const char *env_dir(void)
 	return d && d[0] == '/' && strnlen(d, MAX_DIR + 1) <= MAX_DIR ? d : NULL;
 }
 
-static void atfork_child(void);
-
 void init_global(void)
 {
 	int expect = 0;
@@ -180,7 +185,7 @@ void init_global(void)
 		SET_RELAXED(g.active, g.ring != NULL);
 	}
 	if (g.active) {
-		pthread_atfork(NULL, NULL, atfork_child);
+		pthread_atfork(NULL, NULL, hl_atfork_child);
 		on_exit(on_exit_mark, NULL);
 	}
 	errno = saved;
@@ -199,6 +204,7 @@ __attribute__((constructor)) static void heaplens_init(void)
 	}
 	tls.busy--;
 }
+#endif /* !HEAPLENS_ATTACH */
 
 /*
  * A fork child gets a fresh ring of its own: it must never write into the
@@ -208,7 +214,7 @@ __attribute__((constructor)) static void heaplens_init(void)
  * and if any thread was unwinding at the fork this process never unwinds.
  * docs/preload-safety.md lists what every hook may lock.
  */
-static void atfork_child(void)
+void hl_atfork_child(void)
 {
 	if (__atomic_exchange_n(&g.unwinding, 0, __ATOMIC_RELAXED))
 		g.no_unwind = 1; /* for good, and in its own children */
@@ -219,24 +225,25 @@ static void atfork_child(void)
 	if (!parent)
 		return;
 	int64_t ppid = parent->pid;
+	uint32_t attached = parent->flags & HL_FLAG_ATTACHED;
 	uint32_t pseq = g.seq;
 	g.ring = NULL;
 	g.scanning = 0;
 	munmap(parent, HL_RING_HEADER_SIZE + g.ring_size);
 	if (!g.follow) {
 		g.active = 0;
-		tls.remaining = INT64_MAX / 2, tls.owed = 0;
+		tls.remaining = IDLE_GAP, tls.owed = 0;
 		return;
 	}
-	ring_create(HL_FLAG_FORKED | (g.no_unwind ? HL_FLAG_NO_UNWIND : 0), ppid, pseq);
+	ring_create(HL_FLAG_FORKED | attached | (g.no_unwind ? HL_FLAG_NO_UNWIND : 0), ppid, pseq);
 	if (!g.ring) {
 		g.active = 0;
-		tls.remaining = INT64_MAX / 2, tls.owed = 0;
+		tls.remaining = IDLE_GAP, tls.owed = 0;
 		return;
 	}
 	for (uint32_t i = 0; i < g.nmod; i++)
 		emit_module(&g.mod[i]);
-	py_atfork_child();
+	py_new_ring();
 	__atomic_fetch_or(&g.ring->flags, HL_FLAG_INIT_DONE, __ATOMIC_RELEASE);
 	if (!g.seeded)
 		g.seed ^= (uint64_t)getpid() * (uint64_t)0x9e3779b97f4a7c15ull;

@@ -18,6 +18,8 @@
 #define HL_FLAG_FORKED 2u    /* created in a fork child; parent_* name the parent's ring */
 #define HL_FLAG_BACKING_STOPPED 4u /* the file system could back only `backed` bytes: records past them are dropped */
 #define HL_FLAG_NO_UNWIND 8u /* a fork child of a thread that was unwinding: no native stacks */
+#define HL_FLAG_ATTACHED 16u /* made by heaplens attach in a running process: sampling began at start_mono_ns */
+#define HL_FLAG_DETACHED 32u /* the attach session ended: nothing more is written */
 
 struct hl_ring_header {
 	uint64_t magic;
@@ -135,6 +137,48 @@ enum hl_func {
 	HL_FUNC_MREMAP, /* a mapping moved or resized with mremap */
 	HL_FUNC_SBRK,   /* the program grew the break itself */
 	HL_FUNC_MUNMAP, /* FREE only: a range unmapped */
+};
+
+/*
+ * heaplens attach: the block through which the agent steers
+ * libheaplens-attach.so in a running process (docs/attach.md). It is the
+ * library's exported symbol heaplens_control; the agent reads and writes it
+ * through /proc/PID/mem. The library fills it at load (magic last); the
+ * agent writes a session's settings, then start; the library answers in
+ * session. Names are the symbols whose GOT entries the agent points at
+ * hook[i] while real[i] is what they held (0: not resolved in this process).
+ * An executable's GOT entry may hold the function while other modules'
+ * hold the executable's PLT entry for it (a "canonical" PLT entry: the
+ * executable takes the function's address): routing the executable's
+ * entry routes both.
+ */
+#define HL_CONTROL_MAGIC 0x31304c5443484c45ull /* "EHLCTL01" read as bytes */
+#define HL_CONTROL_VERSION 1u
+#define HL_CONTROL_HOOKS 48
+#define HL_CONTROL_NAME 32
+#define HL_CONTROL_DIR 3072
+
+#define HL_CTL_NO_PYTHON 1u /* no Python frames or PyMem hooks in this session */
+#define HL_CTL_NO_FOLLOW 2u /* fork children of the process are not profiled */
+
+struct hl_control {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t nhooks;
+	uint64_t start;     /* agent: the session to start (written last) */
+	uint64_t stop;      /* agent: the session to end */
+	uint64_t session;   /* library: the session running, 0 if none */
+	uint64_t ended;     /* library: the last session it ended */
+	int64_t agent_pid;  /* agent: the process draining the ring; its death ends the session */
+	uint64_t rate;      /* agent: bytes between samples on average */
+	uint64_t seed;      /* agent: 0 draws one */
+	uint64_t ring_size; /* agent: data bytes, a power of two */
+	uint64_t flags;     /* agent: HL_CTL_* */
+	uint8_t pad[48];
+	char dir[HL_CONTROL_DIR];        /* agent: the session directory, NUL-terminated */
+	uint64_t hook[HL_CONTROL_HOOKS]; /* library: our definitions */
+	uint64_t real[HL_CONTROL_HOOKS]; /* library: the definitions they call, 0 unknown */
+	char name[HL_CONTROL_HOOKS][HL_CONTROL_NAME];
 };
 
 static inline uint64_t hl_rec_header(uint32_t len, uint32_t type, uint32_t func, uint32_t count)

@@ -26,7 +26,7 @@ static int64_t next_at; /* CLOCK_MONOTONIC ns; INT64_MAX while a thread takes on
 /* From init_global: dlsym must not run inside a hook. glibc 2.33+. */
 void heapstats_init(void)
 {
-	info = (struct mallinfo2 (*)(void))dlsym(RTLD_NEXT, "mallinfo2");
+	info = (struct mallinfo2 (*)(void))dlsym(HL_NEXT, "mallinfo2");
 }
 
 /* A fork child starts afresh: the thread that was taking stats is gone. */

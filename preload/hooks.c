@@ -11,6 +11,8 @@
 
 #include "internal.h"
 
+#ifndef HEAPLENS_ATTACH /* attached, attach.c has the malloc family */
+
 /* ---- sampled blocks ---- */
 
 /*
@@ -234,3 +236,4 @@ EXPORT size_t HOOK(malloc_usable_size)(void *p)
 		return sampled_size(p);
 	return NEXT(malloc_usable_size)(p);
 }
+#endif

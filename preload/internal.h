@@ -40,6 +40,28 @@
 #define NEXT(f) RELAXED(real.f) /* the allocator below us */
 
 /*
+ * Where a hook finds the definition it wraps. Preloaded, the next one after
+ * us. Loaded late (attach) with RTLD_LOCAL, we are in no global scope, so
+ * the first global definition is the one the program's calls reached.
+ */
+#ifdef HEAPLENS_ATTACH
+#define HL_NEXT RTLD_DEFAULT
+#else
+#define HL_NEXT RTLD_NEXT
+#endif
+
+/*
+ * The countdown of a thread while the library samples nothing. Preloaded
+ * that is for good. Attached, a session may start again later: idle threads
+ * come back every few kilobytes to see whether one has (sample_slow).
+ */
+#ifdef HEAPLENS_ATTACH
+#define IDLE_GAP ((int64_t)4096)
+#else
+#define IDLE_GAP (INT64_MAX / 2)
+#endif
+
+/*
  * The sanitizer harness (test/sanitize) links these sources into an
  * instrumented program that calls hl_malloc, hl_free, ...: an interposing
  * allocator cannot itself be preloaded beside a sanitizer's.
@@ -105,10 +127,23 @@ struct tls {
 	int open_slot;          /* its slot in pools.c's table, -1 if none was free */
 	uint64_t open_token;
 	uint64_t creator;       /* in a Python process, the token of the thread that created this one (pools.c) */
+	uint64_t session;       /* attached: the session this thread's sampler was set up for */
 	uintptr_t frames[HL_MAX_FRAMES];
 	uint64_t py[2 * HL_MAX_PYFRAMES]; /* code pointer, position word: see heaplens_ring.h */
 };
-extern _Thread_local struct tls tls __asm__("heaplens_tls") __attribute__((tls_model("initial-exec")));
+/*
+ * Preloaded, the library's thread-local block sits in the static TLS block
+ * (initial-exec: one %fs-relative access). Loaded by dlopen into a running
+ * process (heaplens attach), it cannot: that block has room for about a
+ * kilobyte of late arrivals and ours is 40 KiB, so it takes the dynamic
+ * model (a TLS descriptor call, the block allocated on a thread's first use).
+ */
+#ifdef HEAPLENS_ATTACH
+#define HL_TLS_MODEL "global-dynamic"
+#else
+#define HL_TLS_MODEL "initial-exec"
+#endif
+extern _Thread_local struct tls tls __asm__("heaplens_tls") __attribute__((tls_model(HL_TLS_MODEL)));
 
 static inline uint32_t tid(void)
 {
@@ -148,6 +183,7 @@ struct hl_global {
 	int state; /* 0 new, 1 initialising, 2 ready */
 	int active;
 	int follow; /* profile fork and exec children too */
+	int no_python; /* attached with --no-python: no Python frames this session */
 	uint64_t rate;
 	double inv_log_keep; /* 1 / -log(1 - 1/rate): geometric gap scale */
 	uint64_t seed;
@@ -196,6 +232,15 @@ void heapstats_atfork_child(void);
  * jle after sub is exactly "old remaining <= n" in signed arithmetic. At the
  * label the caller must call sample_slow(n) to decide.
  */
+#ifdef HEAPLENS_ATTACH
+#define COUNTDOWN_OR_GOTO(n, label)                             \
+	do {                                                    \
+		int64_t *r_ = &tls.remaining, old_ = *r_;       \
+		*r_ = old_ - (int64_t)(n);                      \
+		if (old_ <= (int64_t)(n))                       \
+			goto label;                             \
+	} while (0)
+#else
 #define COUNTDOWN_OR_GOTO(n, label)                                              \
 	__asm__ goto("movq heaplens_tls@gottpoff(%%rip), %%rax\n\t"                \
 		     "subq %0, %%fs:(%%rax)\n\t"                                   \
@@ -204,6 +249,7 @@ void heapstats_atfork_child(void);
 		     : "r"(n)                                                       \
 		     : "rax", "cc", "memory"                                        \
 		     : label)
+#endif
 
 /*
  * Brackets the library's own allocations and unwinding: nothing in between
@@ -263,10 +309,12 @@ int64_t now_ns(clockid_t c);
 /* boot.c */
 int in_boot(const void *p); /* a block of the static buffer that serves dlsym */
 void init_global(void);
+void hl_atfork_child(void); /* a fork child's own ring */
 
 /* ring.c */
 void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq);
 void count_drop(uint64_t *field);
+void ring_remove(const struct hl_ring_header *h);
 void on_exit_mark(int status, void *arg);
 
 /* modules.c */
@@ -282,6 +330,30 @@ void ring_put(uint64_t pos, uint64_t w);
 void ring_put_bytes(uint64_t pos, const void *src, uint64_t n);
 void ring_commit(uint64_t pos, uint64_t hdr);
 
+/*
+ * blockset.c: a set of sampled blocks that carry no tag (Python objects,
+ * and every block when attached): a lock-free open-addressed table with a
+ * filter of saturating counters in front, so that a free of an unsampled
+ * block costs a multiply, a shift and one byte load.
+ */
+#define BLOCKSET_FILTER_BITS 14
+struct blockset {
+	uint8_t filter[1u << BLOCKSET_FILTER_BITS];
+	uint64_t *table;
+	uint32_t bits;
+};
+static inline int blockset_maybe(const struct blockset *s, const void *p)
+{
+	uint32_t i = (uint32_t)(((uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull) >> (64 - BLOCKSET_FILTER_BITS));
+	return __atomic_load_n(&s->filter[i], __ATOMIC_RELAXED) != 0;
+}
+int blockset_init(struct blockset *s);
+int64_t blockset_take(struct blockset *s, void *p); /* its size (at most 0xffff), or -1 if not there */
+void blockset_keep(struct blockset *s, void *p, size_t n, int func); /* puts and records, or counts a drop */
+
+/* attach.c (the attach build): a session starting or ending, seen from a hook's slow path. */
+uint64_t attach_poll(void); /* the session now running, 0 if none */
+
 /* python.c */
 void pymem_install(void);       /* pymem.c: from py_detect, in the constructor */
 void pymem_check(void);         /* the hooks still in place (a sampled slow path) */
@@ -294,7 +366,7 @@ void py_try_install(void);
 void py_walk(void);
 void py_emit_codes(void);
 void py_check_final(void);
-void py_atfork_child(void);
+void py_new_ring(void);      /* a new ring (fork child, attach session): state and code records again */
 int py_running(void);       /* 1: an initialised interpreter, not finalizing */
 int py_thread(void);        /* 1: this thread has a Python thread state */
 int py_foreign_thread(void); /* 1: a running interpreter, and this thread is not one of its threads */

@@ -80,7 +80,7 @@ EXPORT void *HOOK(sbrk)(intptr_t inc)
 	static void *(*next)(intptr_t);
 	void *(*f)(intptr_t) = __atomic_load_n(&next, __ATOMIC_ACQUIRE);
 	if (!f) {
-		f = (void *(*)(intptr_t))dlsym(RTLD_NEXT, "sbrk");
+		f = (void *(*)(intptr_t))dlsym(HL_NEXT, "sbrk");
 		if (!f) {
 			errno = ENOMEM;
 			return (void *)-1;

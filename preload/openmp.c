@@ -174,7 +174,7 @@ COLD static void no_runtime(const char *name, const void *pc)
  */
 static void *resolve(const char *name, const void *self, const void *pc, const void *ra, int *guessed)
 {
-	void *fn = dlsym(RTLD_NEXT, name);
+	void *fn = dlsym(HL_NEXT, name);
 	if (!fn || fn == self)
 		fn = in_scope_of(name, pc);
 	*guessed = !fn || fn == self;

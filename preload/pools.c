@@ -240,8 +240,8 @@ static create_fn next_create;
 /* The current condition variables (the 2.2.5 symbols are the pre-NPTL compatibility ones). */
 static void *libc_sym(const char *name)
 {
-	void *f = dlvsym(RTLD_NEXT, name, "GLIBC_2.3.2");
-	return f ? f : dlsym(RTLD_NEXT, name);
+	void *f = dlvsym(HL_NEXT, name, "GLIBC_2.3.2");
+	return f ? f : dlsym(HL_NEXT, name);
 }
 
 /*
@@ -254,8 +254,8 @@ void resolve_cond(void)
 	if (__atomic_load_n(&cond.wait, __ATOMIC_ACQUIRE))
 		return;
 	SET_RELAXED(cond.timedwait, (cond_timedwait_fn)libc_sym("pthread_cond_timedwait"));
-	SET_RELAXED(cond.clockwait, (cond_clockwait_fn)dlsym(RTLD_NEXT, "pthread_cond_clockwait"));
-	__atomic_store_n(&next_create, (create_fn)dlsym(RTLD_NEXT, "pthread_create"), __ATOMIC_RELEASE);
+	SET_RELAXED(cond.clockwait, (cond_clockwait_fn)dlsym(HL_NEXT, "pthread_cond_clockwait"));
+	__atomic_store_n(&next_create, (create_fn)dlsym(HL_NEXT, "pthread_create"), __ATOMIC_RELEASE);
 	__atomic_store_n(&cond.wait, (cond_wait_fn)libc_sym("pthread_cond_wait"), __ATOMIC_RELEASE);
 }
 

@@ -47,133 +47,12 @@ static struct {
  * A sampled object is allocated by the previous allocator exactly as an
  * unsampled one (same request, same address, same layout: anything else
  * changes how long the interpreter keeps it, e.g. in the type attribute
- * cache, which keys on a name's address). Its address goes into a side
- * table, a lock-free open-addressed set (word: address | size << 48; 0 empty,
- * 1 deleted). In front of the table sits a counting filter of saturating
- * byte counters indexed by another hash of the address, so that freeing an
- * unsampled object costs a multiply, a shift, one byte load and a branch
- * before the previous allocator's free. Requests over PYMALLOC_MAX pass
- * through uncounted: pymalloc takes them from malloc, whose hook samples
- * them (and so the blocks that grow past it by realloc).
+ * cache, which keys on a name's address). Its address goes into a set of
+ * untagged blocks (blockset.c). Requests over PYMALLOC_MAX pass through
+ * uncounted: pymalloc takes them from malloc, whose hook samples them (and
+ * so the blocks that grow past it by realloc).
  */
-#define FILTER_BITS 14
-#define PROBES 64
-static uint8_t filter[1u << FILTER_BITS];
-static uint64_t *table;
-static uint32_t table_bits;
-
-static inline uint32_t filter_at(const void *p)
-{
-	return (uint32_t)(((uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull) >> (64 - FILTER_BITS));
-}
-
-static inline int maybe_sampled(const void *p)
-{
-	return __atomic_load_n(&filter[filter_at(p)], __ATOMIC_RELAXED) != 0;
-}
-
-/* Adds d (±1) to p's counter; 255 sticks, as it may stand for more. */
-static void filter_add(const void *p, int d)
-{
-	uint8_t *c = &filter[filter_at(p)], v = __atomic_load_n(c, __ATOMIC_RELAXED);
-	do
-		if (v == 255 || (v == 0 && d < 0))
-			return;
-	while (!__atomic_compare_exchange_n(c, &v, (uint8_t)(v + d), 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-}
-
-static inline uint64_t table_at(const void *p, uint32_t k)
-{
-	uint64_t h = ((uint64_t)(uintptr_t)p >> 4) * 0xc2b2ae3d27d4eb4full;
-	return ((h >> (64 - table_bits)) + k) & ((1ull << table_bits) - 1);
-}
-
-#define ADDR(e) ((e) & ((1ull << 48) - 1))
-
-/* Puts p (n bytes) in the set; 0 when its probe window is full. */
-static int table_put(void *p, size_t n)
-{
-	uint64_t want = (uint64_t)(uintptr_t)p | (uint64_t)n << 48;
-	if (!table || (uint64_t)(uintptr_t)p >> 48 || n > 0xffff)
-		return 0;
-	for (int tries = 0; tries < 4; tries++) {
-		int64_t free_at = -1;
-		for (uint32_t k = 0; k < PROBES; k++) {
-			uint64_t *s = &table[table_at(p, k)];
-			uint64_t e = __atomic_load_n(s, __ATOMIC_ACQUIRE);
-			if (e > 1 && ADDR(e) == (uint64_t)(uintptr_t)p) { /* its free went unseen: take the slot over */
-				__atomic_store_n(s, want, __ATOMIC_RELEASE);
-				return 1;
-			}
-			if (e <= 1 && free_at < 0)
-				free_at = (int64_t)table_at(p, k);
-			if (!e)
-				break;
-		}
-		if (free_at < 0)
-			return 0;
-		uint64_t old = __atomic_load_n(&table[free_at], __ATOMIC_ACQUIRE);
-		if (old <= 1 && __atomic_compare_exchange_n(&table[free_at], &old, want, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-			filter_add(p, 1);
-			return 1;
-		}
-	}
-	return 0;
-}
-
-/* Takes p out of the set: its size, or -1 if it is not there. */
-static int64_t table_take(void *p)
-{
-	if (!table)
-		return -1;
-	for (uint32_t k = 0; k < PROBES; k++) {
-		uint64_t *s = &table[table_at(p, k)];
-		uint64_t e = __atomic_load_n(s, __ATOMIC_ACQUIRE);
-		if (!e)
-			return -1;
-		if (e > 1 && ADDR(e) == (uint64_t)(uintptr_t)p) {
-			/* Nothing probes past an empty slot: when the next one is empty, so may this one be. */
-			uint64_t next = __atomic_load_n(&table[table_at(p, k + 1)], __ATOMIC_RELAXED);
-			if (!__atomic_compare_exchange_n(s, &e, next ? 1 : 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-				return -1;
-			filter_add(p, -1);
-			return (int64_t)(e >> 48);
-		}
-	}
-	return -1;
-}
-
-/*
- * Room for twice the samples of 4 GiB of live small objects, 2^14 to 2^22
- * slots (128 KiB at the default rate; 32 MiB at --rate 1, where every
- * object is a sample). Untouched pages cost nothing.
- */
-static int table_init(void)
-{
-	uint64_t want = 2 * ((4ull << 30) / (hl_rate() ? hl_rate() : 1));
-	table_bits = 14;
-	while (table_bits < 22 && (1ull << table_bits) < want)
-		table_bits++;
-	tls.busy++; /* our table, not the program's mapping */
-	void *m = mmap(NULL, 8ull << table_bits, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	tls.busy--;
-	if (m == MAP_FAILED)
-		return 0;
-	table = m;
-	return 1;
-}
-
-/* Records a sampled object, or counts it dropped when the table has no room. */
-static COLD void keep(void *p, size_t n, int func)
-{
-	if (table_put(p, n)) {
-		record_alloc(p, n, func);
-		return;
-	}
-	struct hl_ring_header *h = ring_now();
-	if (h)
-		__atomic_fetch_add(&h->dropped_alloc, 1, __ATOMIC_RELAXED);
-}
+static struct blockset objects;
 
 /*
  * The hooks run for every Python object. Their fast paths only count down
@@ -187,7 +66,7 @@ static COLD void *pm_malloc_slow(pymem_allocator *prev, size_t n)
 	int sampled = sample_slow(n); /* first: what the allocator asks of malloc is counted after */
 	void *p = prev->malloc(prev->ctx, n);
 	if (p && sampled)
-		keep(p, n, HL_FUNC_PYMEM_MALLOC);
+		blockset_keep(&objects, p, n, HL_FUNC_PYMEM_MALLOC);
 	return p;
 }
 
@@ -206,7 +85,7 @@ static COLD void *pm_calloc_slow(pymem_allocator *prev, size_t k, size_t n)
 	int sampled = sample_slow(k * n);
 	void *p = prev->calloc(prev->ctx, k, n);
 	if (p && sampled)
-		keep(p, k * n, HL_FUNC_PYMEM_CALLOC);
+		blockset_keep(&objects, p, k * n, HL_FUNC_PYMEM_CALLOC);
 	return p;
 }
 
@@ -224,7 +103,7 @@ slow:
 /* p's filter counter is set: it may be sampled. Its FREE goes out before the block is released. */
 static COLD void pm_free_slow(pymem_allocator *prev, void *p)
 {
-	if (p && table_take(p) >= 0)
+	if (p && blockset_take(&objects, p) >= 0)
 		record_free(p);
 	prev->free(prev->ctx, p);
 }
@@ -232,7 +111,7 @@ static COLD void pm_free_slow(pymem_allocator *prev, void *p)
 static void pm_free(void *ctx, void *p)
 {
 	pymem_allocator *prev = ctx;
-	if (unlikely(maybe_sampled(p))) {
+	if (unlikely(blockset_maybe(&objects, p))) {
 		pm_free_slow(prev, p);
 		return;
 	}
@@ -246,25 +125,25 @@ static void pm_free(void *ctx, void *p)
  */
 static COLD void *pm_realloc_slow(pymem_allocator *prev, void *p, size_t n, int counted)
 {
-	int64_t old = p ? table_take(p) : -1;
+	int64_t old = p ? blockset_take(&objects, p) : -1;
 	int new = counted ? sample_slow(n) : n - 1 < PYMALLOC_MAX && sample_now(n);
 	if (old >= 0)
 		record_free(p);
 	void *q = prev->realloc(prev->ctx, p, n);
 	if (!q) {
 		if (old >= 0) /* the old block lives on */
-			keep(p, (size_t)old, HL_FUNC_PYMEM_REALLOC);
+			blockset_keep(&objects, p, (size_t)old, HL_FUNC_PYMEM_REALLOC);
 		return NULL;
 	}
 	if (new)
-		keep(q, n, HL_FUNC_PYMEM_REALLOC);
+		blockset_keep(&objects, q, n, HL_FUNC_PYMEM_REALLOC);
 	return q;
 }
 
 static void *pm_realloc(void *ctx, void *p, size_t n)
 {
 	pymem_allocator *prev = ctx;
-	if (unlikely(maybe_sampled(p)))
+	if (unlikely(blockset_maybe(&objects, p)))
 		return pm_realloc_slow(prev, p, n, 0);
 	if (likely(n - 1 < PYMALLOC_MAX))
 		COUNTDOWN_OR_GOTO(n, slow);
@@ -274,7 +153,8 @@ slow:
 }
 
 /*
- * Installing. PyMem_SetAllocator is called once, from the library's
+ * Installing. PyMem_SetAllocator is called once (attached: from a hook
+ * with the GIL held, see pymem_hook), from the library's
  * constructor: before main, single-threaded, outside every hook, when the
  * MEM and OBJ domains still hold pymalloc's static defaults (an allocator
  * may be set before Py_Initialize). The constructor then finds the two
@@ -443,16 +323,27 @@ static void arena_wrap(void)
 	pyfn.set_arena(&ours);
 }
 
-/* Constructor only: installs the hooks with PyMem_SetAllocator and finds the slots. */
-void pymem_install(void)
+/* CPython's allocator functions and the interpreter's writable data; 0 if the hooks cannot go in. */
+static int pymem_find(void)
 {
 	pyfn.get_allocator = (void (*)(int, pymem_allocator *))dlsym(RTLD_DEFAULT, "PyMem_GetAllocator");
 	pyfn.set_allocator = (void (*)(int, pymem_allocator *))dlsym(RTLD_DEFAULT, "PyMem_SetAllocator");
 	pyfn.get_arena = (void (*)(arena_allocator *))dlsym(RTLD_DEFAULT, "PyObject_GetArenaAllocator");
 	pyfn.set_arena = (void (*)(arena_allocator *))dlsym(RTLD_DEFAULT, "PyObject_SetArenaAllocator");
-	if (!pyfn.get_allocator || !pyfn.set_allocator || !py_gil_checkable() || !table_init())
-		return publish(HL_PYMEM_LOST);
+	if (!pyfn.get_allocator || !pyfn.set_allocator || !py_gil_checkable() || !blockset_init(&objects))
+		return 0;
 	dl_iterate_phdr(rw_cb, (void *)(uintptr_t)pyfn.set_allocator);
+	return 1;
+}
+
+/*
+ * Installs the hooks with PyMem_SetAllocator and finds the slots: from the
+ * constructor when preloaded (before main: single-threaded, before
+ * Py_Initialize), or with the GIL held when attached (as tracemalloc.start
+ * does at run time). Then wraps the arena allocator and publishes.
+ */
+static void pymem_hook(void)
+{
 	pyfn.get_allocator(PYMEM_DOMAIN_RAW, &pm.raw);
 	pyfn.get_allocator(PYMEM_DOMAIN_MEM, &pm.pymalloc);
 	int domains[2] = {PYMEM_DOMAIN_MEM, PYMEM_DOMAIN_OBJ};
@@ -471,10 +362,28 @@ void pymem_install(void)
 	if (!pm.slot[0] || !pm.slot[1]) { /* they could never be checked or repaired: take the hooks out */
 		for (int i = 0; i < 2; i++)
 			pyfn.set_allocator(domains[i], &pm.ctx[i][0]);
+		pm.slot[0] = pm.slot[1] = NULL;
 		return publish(HL_PYMEM_LOST);
 	}
 	arena_wrap();
 	publish(HL_PYMEM_HOOKED);
+}
+
+/*
+ * Preloaded: the hooks go in from the constructor, and py_pending makes
+ * sure a later allocator (-X dev, PYTHONMALLOC) is wrapped once the
+ * interpreter runs. Attached: the interpreter runs already; the hooks go in
+ * from py_try_install, with the GIL held.
+ */
+void pymem_install(void)
+{
+	if (!pymem_find())
+		return publish(HL_PYMEM_LOST);
+#ifndef HEAPLENS_ATTACH
+	pymem_hook();
+	if (!pm.slot[0])
+		return;
+#endif
 	__atomic_store_n(&py_pending, 1, __ATOMIC_RELEASE);
 }
 
@@ -493,8 +402,15 @@ void py_try_install(void)
 		__atomic_store_n(&py_pending, 0, __ATOMIC_RELEASE);
 		return;
 	}
-	if (!py_running() || !py_gil_held())
+	if (!py_running() || !py_gil_held() || RELAXED(g.no_python))
 		return;
+	if (!pm.slot[0]) { /* attached: the first time */
+		pymem_hook();
+		if (!pm.slot[0]) {
+			__atomic_store_n(&py_pending, 0, __ATOMIC_RELEASE);
+			return;
+		}
+	}
 	settle();
 	__atomic_store_n(&py_pending, 0, __ATOMIC_RELEASE);
 }

@@ -80,8 +80,11 @@ static struct {
 } py;
 
 /* No dlsym here: it also runs in a fork child, where the loader's lock may be held forever. */
+static uint32_t status_version, status_now; /* for a ring made later (py_new_ring) */
+
 static void set_status(uint32_t version, uint32_t status)
 {
+	status_version = version, status_now = status;
 	struct hl_ring_header *h = ring_now();
 	if (h) {
 		__atomic_store_n(&h->py_version, version, __ATOMIC_RELAXED);
@@ -135,9 +138,17 @@ static int debug_offsets(void)
 
 void py_detect(void)
 {
-	if (py.minor || !ring_now())
+#ifndef HEAPLENS_ATTACH /* attached, at load: before any ring */
+	if (!ring_now())
 		return;
+#endif
+	if (py.minor)
+		return;
+#ifdef HEAPLENS_ATTACH
+	const char *env = NULL; /* the program's environment, not ours: sessions say (g.no_python) */
+#else
 	const char *env = getenv("HEAPLENS_PYTHON");
+#endif
 	const char *(*get_version)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
 	if (!get_version)
 		return;
@@ -235,7 +246,7 @@ static void end_activation(void)
 void py_walk(void)
 {
 	tls.npy = 0;
-	if (py.minor <= 0 || LOAD(uint64_t, py.runtime, py.L.rt_finalizing))
+	if (py.minor <= 0 || RELAXED(g.no_python) || LOAD(uint64_t, py.runtime, py.L.rt_finalizing))
 		return;
 	const struct pylayout *L = &py.L;
 	const char *ts = thread_state();
@@ -397,12 +408,13 @@ void py_check_final(void)
 		emit_mark(HL_MARK_PY_FINALIZING, 0);
 }
 
-void py_atfork_child(void)
+void py_new_ring(void)
 {
 	__atomic_store_n(&final_sent, 0, __ATOMIC_RELAXED);
 	py.generation++;
 	if (py.minor > 0) {
-		set_status(py.hex, HL_PY_ACTIVE);
+		set_status(py.hex, RELAXED(g.no_python) ? HL_PY_OFF : HL_PY_ACTIVE);
 		pymem_atfork_child();
-	}
+	} else if (status_now)
+		set_status(status_version, status_now);
 }

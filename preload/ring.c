@@ -310,6 +310,17 @@ void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 	__atomic_store_n(&g.ring, h, __ATOMIC_RELEASE);
 }
 
+/* Deletes h's file, and the directory if nothing else is left in it (attach.c: the agent is gone). */
+void ring_remove(const struct hl_ring_header *h)
+{
+	char path[4096];
+	char *q = put_name(path, "ring.");
+	q = put_num(q, (uint64_t)h->pid), *q++ = '.';
+	*put_num(q, h->seq) = 0;
+	unlink(path);
+	rmdir(g.dir);
+}
+
 int emit_mark(uint64_t kind, uint64_t value)
 {
 	uint64_t pos;

@@ -42,6 +42,11 @@ COLD int sample_slow(size_t n)
 		tls.remaining += (int64_t)n;
 		return 0;
 	}
+#ifdef HEAPLENS_ATTACH
+	uint64_t session = attach_poll();
+	if (session != tls.session) /* a session began or ended since this thread last looked */
+		tls.init = 0, tls.session = session;
+#endif
 	if (!tls.init) {
 		tls.busy++;
 		if (__atomic_load_n(&g.state, __ATOMIC_ACQUIRE) != 2)
@@ -51,23 +56,23 @@ COLD int sample_slow(size_t n)
 			tls.remaining = 0;
 			return 0;
 		}
-		tls.init = 1;
 		if (!g.active) {
-			tls.remaining = INT64_MAX / 2;
+			tls.remaining = IDLE_GAP;
 			return 0;
 		}
+		tls.init = 1;
 		uint64_t idx = __atomic_add_fetch(&g.threads, 1, __ATOMIC_RELAXED);
 		uint64_t s = g.seed ^ (idx * 0xd1b54a32d192ed03ull);
 		tls.rng = splitmix(&s);
 		/* Starting from a drawn gap, not from zero, keeps the first allocation of a thread unbiased. */
-		tls.remaining += draw_gap();
+		tls.remaining = draw_gap() - (int64_t)n, tls.owed = 0;
 	}
 	if (!g.active) {
-		tls.remaining = INT64_MAX / 2;
+		tls.remaining = IDLE_GAP;
 		return 0;
 	}
 	heapstats_maybe();
-	int pending = __atomic_load_n(&py_pending, __ATOMIC_RELAXED);
+	int pending = __atomic_load_n(&py_pending, __ATOMIC_RELAXED) && !RELAXED(g.no_python);
 	if (pending) {
 		tls.busy++;
 		py_try_install();

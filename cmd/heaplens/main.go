@@ -25,6 +25,8 @@ usage:
   heaplens serve CAPTURE [--addr 127.0.0.1:0]
   heaplens run --live [--live-wait] ... -- COMMAND
   heaplens run --pprof-addr ADDR | --push URL [--app NAME] [--label K=V]... -- COMMAND
+  heaplens attach PID [-o CAPTURE] [--rate SIZE] [--duration D] [--live] [--no-python]
+  heaplens detach PID
   heaplens diff BASE NEW [--view allocs,peak,leaks] [--format text|json|pprof]
                 [--fail-over SIZE] [-o OUT]
   heaplens dump CAPTURE
@@ -56,6 +58,10 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return diffCmd(args[1:], stdout, stderr)
 	case "window":
 		return windowCmd(args[1:], stdin, stdout, stderr)
+	case "attach":
+		return attachCmd(args[1:], stdout, stderr)
+	case "detach":
+		return detachCmd(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "heaplens", version)
 		return 0
@@ -147,7 +153,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "heaplens: warning: %s\n", w)
 	}
 	if res.Capture != "" && !*quiet {
-		if err := printSummary(stderr, res, o.Command); err != nil {
+		if err := printSummary(stderr, res.Capture, res.Status, o.Command); err != nil {
 			fmt.Fprintf(stderr, "heaplens: summary: %v\n", err)
 		}
 	}

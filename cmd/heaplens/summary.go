@@ -8,20 +8,20 @@ import (
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/export"
 	"github.com/heaplens/heaplens/internal/heap"
-	"github.com/heaplens/heaplens/internal/launch"
 	"github.com/heaplens/heaplens/internal/stack"
 )
 
-// printSummary prints the run's summary from its capture; command is what
-// was run, for a capture that lost its first record.
-func printSummary(w io.Writer, res *launch.Result, command []string) (err error) {
+// printSummary prints the summary of a run or an attach session from its
+// capture; status says how it ended; command is what was run, for a
+// capture that lost its first record.
+func printSummary(w io.Writer, capturePath, status string, command []string) (err error) {
 	defer func() {
 		// A bug in the summary must not cost the command's exit status.
 		if r := recover(); r != nil {
 			err = fmt.Errorf("internal error, please report it: %v", r)
 		}
 	}()
-	c, err := capture.Load(res.Capture)
+	c, err := capture.Load(capturePath)
 	var corrupt *capture.CorruptError
 	if err != nil && !errors.As(err, &corrupt) {
 		return err
@@ -32,7 +32,7 @@ func printSummary(w io.Writer, res *launch.Result, command []string) (err error)
 	}
 	peak, timeline := heap.PeakAndTimeline(c, heap.Options{}) // one replay for both
 	if err := export.Summary(w, c, heap.Allocs(c, heap.Options{}), heap.Leaks(c, heap.Options{}),
-		export.SummaryOptions{Status: res.Status, Capture: res.Capture, Peak: peak, Timeline: timeline, Gap: heap.RSSGap(c, heap.Options{})}); err != nil {
+		export.SummaryOptions{Status: status, Capture: capturePath, Peak: peak, Timeline: timeline, Gap: heap.RSSGap(c, heap.Options{})}); err != nil {
 		return err
 	}
 	for _, p := range c.Processes {

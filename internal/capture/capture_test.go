@@ -22,7 +22,7 @@ import (
 func full() []any {
 	return []any{
 		&Meta{FormatVersion: 1, HeaplensVersion: "0.1.0-dev", Rate: 512 << 10, StartUnixNano: 1_700_000_000_123_456_789,
-			Command: []string{"python3", "-c", "print('héllo; world')"}, Host: "build-7"},
+			Command: []string{"python3", "-c", "print('héllo; world')"}, Host: "build-7", AttachedPID: 31337},
 		&Process{Stream: 3, PID: 4242, PPID: 1, StartMonoNano: 99_000_000_001, StartUnixNano: -5,
 			Cmdline: []string{"/usr/bin/python3", "app.py", ""}, Exe: "/usr/bin/python3.12", Python: "3.12.1", PythonNote: "note"},
 		&Mapping{ID: 7, Stream: 3, Start: 0x7f00_0000_0000, Limit: 0x7f00_0010_0000, Offset: 0x1000,
@@ -40,7 +40,7 @@ func full() []any {
 		&Alloc{Stream: 3, TID: 4243, TimeNano: 99_000_001_000, Addr: 0x5555_0000_0010, Size: 1 << 33, StackID: 1 << 40, Func: FuncPvalloc},
 		&Alloc{Stream: 0xffff_ffff, TID: 0, TimeNano: -1, Addr: 0, Size: 0, StackID: 0, Func: 255},
 		&Free{Stream: 3, TID: 4243, TimeNano: 99_000_002_000, Addr: 0x5555_0000_0010},
-		&End{Stream: 3, TimeNano: 99_100_000_000, ExitCode: -1, Signal: 9, Signaled: true, Known: true, Exec: true,
+		&End{Stream: 3, TimeNano: 99_100_000_000, ExitCode: -1, Signal: 9, Signaled: true, Known: true, Exec: true, Detached: true,
 			DroppedAllocs: 12, DroppedFrees: 3, LostBytes: 4096},
 		&End{Stream: 4, Known: true, ExitCode: 2},
 		&RSS{Stream: 3, TimeNano: 99_000_003_000, Bytes: 1 << 33},

@@ -78,6 +78,7 @@ const (
 	endSignaled = 1 << iota
 	endKnown
 	endExec
+	endDetached
 )
 
 // Body encoders. Each appends one record body to b in the field order of
@@ -106,7 +107,11 @@ func appendMeta(b []byte, m *Meta) []byte {
 	b = binary.AppendUvarint(b, m.Rate)
 	b = binary.AppendVarint(b, m.StartUnixNano)
 	b = appendStrings(b, m.Command)
-	return appendString(b, m.Host)
+	b = appendString(b, m.Host)
+	if m.AttachedPID != 0 {
+		b = binary.AppendVarint(b, int64(m.AttachedPID))
+	}
+	return b
 }
 
 func appendProcess(b []byte, p *Process) []byte {
@@ -233,6 +238,9 @@ func appendEnd(b []byte, e *End) []byte {
 	}
 	if e.Exec {
 		flags |= endExec
+	}
+	if e.Detached {
+		flags |= endDetached
 	}
 	b = binary.AppendUvarint(b, flags)
 	b = binary.AppendUvarint(b, e.DroppedAllocs)
@@ -384,6 +392,9 @@ func decodeMeta(b []byte, m *Meta) error {
 	m.StartUnixNano = d.varint()
 	m.Command = d.strings()
 	m.Host = d.string()
+	if len(d.b) > 0 { // heaplens attach
+		m.AttachedPID = d.int()
+	}
 	return d.err
 }
 
@@ -547,6 +558,7 @@ func decodeEnd(b []byte, e *End) error {
 	e.Signaled = flags&endSignaled != 0
 	e.Known = flags&endKnown != 0
 	e.Exec = flags&endExec != 0
+	e.Detached = flags&endDetached != 0
 	e.DroppedAllocs = d.uvarint()
 	e.DroppedFrees = d.uvarint()
 	e.LostBytes = d.uvarint()

@@ -12,8 +12,11 @@ type Meta struct {
 	HeaplensVersion string
 	Rate            uint64   // mean sampling period in bytes; 1 = every allocation
 	StartUnixNano   int64    // wall clock at agent start
-	Command         []string // the command heaplens ran
+	Command         []string // the command heaplens ran; attached, the process's command line
 	Host            string
+	// AttachedPID is the process heaplens attach profiled, 0 for heaplens
+	// run. Its streams begin at the attach and end at the detach.
+	AttachedPID int
 }
 
 // Process is one stream: one process image that loaded the library. An exec
@@ -203,6 +206,7 @@ type End struct {
 	Signaled      bool // killed by a signal
 	Known         bool // the exit status is known (the agent waited for it)
 	Exec          bool // the image was replaced by exec; the pid lives on
+	Detached      bool // heaplens attach detached: the process runs on
 	DroppedAllocs uint64
 	DroppedFrees  uint64
 	LostBytes     uint64 // ring bytes reserved but never committed (a writer died mid-record)

@@ -608,6 +608,8 @@ func (c *Collector) end(s *stream, replaced bool) error {
 		}
 	} else if s.exitMark != nil {
 		e.Known, e.ExitCode = true, int(*s.exitMark&0xff)
+	} else if s.hdr.Attached && (s.r.Detached() || processAlive(s.hdr.PID)) {
+		e.Detached = true
 	}
 	e.TimeNano = monoNow()
 	return c.w.End(e)

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/heap"
@@ -54,6 +55,9 @@ func Summary(w io.Writer, c *capture.Capture, allocs, leaks *heap.Profile, opt S
 		cmd = cmd[:57] + "..."
 	}
 	fmt.Fprintf(&b, "heaplens: %s %s\n", cmd, opt.Status)
+	if c.Meta.AttachedPID != 0 {
+		fmt.Fprintf(&b, "  attached:  %s\n", AttachWindow(c))
+	}
 	if c.Meta.Rate == 0 { // every capture's Meta has a rate of at least 1
 		fmt.Fprintf(&b, "  the capture lost its first record: nothing below can be trusted\n")
 	} else {
@@ -84,9 +88,13 @@ func Summary(w io.Writer, c *capture.Capture, allocs, leaks *heap.Profile, opt S
 		}
 	}
 	fmt.Fprintf(&b, "  allocated   %10s%s in %s objects (estimated)\n", size.Human(allocs.TotalBytes), plusMinus(c.Meta.Rate, allocs.TotalVar), count(allocs.TotalObjects))
-	fmt.Fprintf(&b, "  live at end %10s%s in %s objects (estimated)\n", size.Human(leaks.TotalBytes), plusMinus(c.Meta.Rate, leaks.TotalVar), count(leaks.TotalObjects))
+	end, ended := "live at end", "live when the process ended"
+	if c.Meta.AttachedPID != 0 {
+		end, ended = "live at detach", "allocated while attached, live at the detach"
+	}
+	fmt.Fprintf(&b, "  %-11s %10s%s in %s objects (estimated)\n", end, size.Human(leaks.TotalBytes), plusMinus(c.Meta.Rate, leaks.TotalVar), count(leaks.TotalObjects))
 	if len(leaks.Samples) > 0 {
-		fmt.Fprintf(&b, "  top leak suspects (live when the process ended):\n")
+		fmt.Fprintf(&b, "  top leak suspects (%s):\n", ended)
 		for i, s := range bySite(c, leaks, top) {
 			fmt.Fprintf(&b, "    %d. %10s%s  %s\n", i+1, size.Human(s.bytes), plusMinus(c.Meta.Rate, s.v), s.label)
 		}
@@ -250,3 +258,28 @@ func notUsers(path string) bool {
 
 // stdlib matches the standard library's files, PREFIX/lib/python3.X/….
 var stdlib = regexp.MustCompile(`/lib/python\d+(\.\d+)?t?/`)
+
+// AttachWindow describes the window of a heaplens attach capture, and what
+// the views mean in it.
+func AttachWindow(c *capture.Capture) string {
+	var from, until int64
+	var at time.Time
+	for _, p := range c.Processes {
+		if p.PID != c.Meta.AttachedPID || (from != 0 && p.StartMonoNano >= from) {
+			continue
+		}
+		from, at = p.StartMonoNano, time.Unix(0, p.StartUnixNano)
+		if e := c.Ends[p.Stream]; e != nil {
+			until = e.TimeNano
+		}
+	}
+	if from == 0 {
+		return fmt.Sprintf("to pid %d, which made no allocation while attached", c.Meta.AttachedPID)
+	}
+	span := "until the capture was cut short"
+	if until > from {
+		span = fmt.Sprintf("for %.1f s", float64(until-from)/1e9)
+	}
+	return fmt.Sprintf("to pid %d from %s %s: only allocations made meanwhile are seen; "+
+		"peak is theirs, leaks are those still live at the detach", c.Meta.AttachedPID, at.Format("2006-01-02 15:04:05"), span)
+}

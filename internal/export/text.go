@@ -93,6 +93,9 @@ func writeTextHeader(w io.Writer, c *capture.Capture, p *heap.Profile) {
 		cmd = "unknown"
 	}
 	fmt.Fprintf(w, "command:   %s\n", cmd)
+	if c.Meta.AttachedPID != 0 {
+		fmt.Fprintf(w, "attached:  %s\n", AttachWindow(c))
+	}
 	switch {
 	case p.Rate == 0: // every capture's Meta has a rate of at least 1
 		fmt.Fprintf(w, "rate:      unknown (the capture lost its first record)\n")
@@ -182,6 +185,8 @@ func exitStatus(e *capture.End) string {
 		return "no end record (capture cut short)"
 	case e.Exec:
 		return "replaced by exec"
+	case e.Detached:
+		return "detached (the process runs on)"
 	case !e.Known:
 		// Not heaplens's child and no exit() mark: _exit, a signal, SIGKILL or the OOM killer.
 		return "ended without exit() (_exit or a signal); status unknown"

@@ -27,7 +27,10 @@ import (
 //go:embed lib
 var libDir embed.FS
 
-var library, _ = fs.ReadFile(libDir, "lib/libheaplens.so")
+var (
+	library, _       = fs.ReadFile(libDir, "lib/libheaplens.so")
+	attachLibrary, _ = fs.ReadFile(libDir, "lib/libheaplens-attach.so")
+)
 
 // ErrNoLibrary means this binary was built without the preload library.
 var ErrNoLibrary = errors.New("this heaplens was built without libheaplens.so: build it with `make` (it builds preload/ first)")
@@ -43,18 +46,24 @@ var ErrNoLibrary = errors.New("this heaplens was built without libheaplens.so: b
 // able to load the library, or its loader prints an error into the
 // program's output. The user cache directory is used when that holds
 // (typically not for a private home directory), else $TMPDIR/heaplens-UID.
-func LibraryPath() (string, error) {
+func LibraryPath() (string, error) { return extract(library, "libheaplens-") }
+
+// AttachLibraryPath is LibraryPath for libheaplens-attach.so, the build of
+// the library that heaplens attach loads into a running process.
+func AttachLibraryPath() (string, error) { return extract(attachLibrary, "libheaplens-attach-") }
+
+func extract(library []byte, prefix string) (string, error) {
 	if len(library) == 0 {
 		return "", ErrNoLibrary
 	}
 	sum := sha256.Sum256(library)
-	name := "libheaplens-" + hex.EncodeToString(sum[:8]) + ".so"
+	name := prefix + hex.EncodeToString(sum[:8]) + ".so"
 	dir, err := libraryDir()
 	if err != nil {
 		return "", fmt.Errorf("launch: the preload library: %w", err)
 	}
 	path := filepath.Join(dir, name)
-	if verifyLibrary(path, sum) == nil {
+	if verifyLibrary(path, library, sum) == nil {
 		return path, nil
 	}
 	tmp, err := os.CreateTemp(dir, name+".tmp*")
@@ -75,7 +84,7 @@ func LibraryPath() (string, error) {
 		os.Remove(tmp.Name())
 		return "", fmt.Errorf("launch: extracting the preload library to %s: %w", path, werr)
 	}
-	if err := verifyLibrary(path, sum); err != nil {
+	if err := verifyLibrary(path, library, sum); err != nil {
 		return "", fmt.Errorf("launch: the extracted preload library: %w", err)
 	}
 	return path, nil
@@ -118,7 +127,7 @@ func preloadable(dir string) bool {
 
 // verifyLibrary checks that path is the embedded library: a regular file of
 // ours that no one else can write, with its content.
-func verifyLibrary(path string, sum [32]byte) error {
+func verifyLibrary(path string, library []byte, sum [32]byte) error {
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return err

@@ -65,6 +65,19 @@ func TestLayoutMatchesC(t *testing.T) {
 		"HL_ORIGIN_API + 0": uint64(capture.MethodAPI), "HL_ORIGIN_FALLBACK + 0": uint64(capture.MethodFallback),
 		"HL_ORIGIN_SELF + 0":            uint64(capture.MethodSelf),
 		"sizeof(struct hl_ring_header)": HeaderSize,
+		"HL_FLAG_ATTACHED": FlagAttached, "HL_FLAG_DETACHED": FlagDetached,
+		"HL_CONTROL_MAGIC": ControlMagic, "HL_CONTROL_VERSION": ControlVersion,
+		"HL_CONTROL_HOOKS": ControlHooks, "HL_CONTROL_NAME": ControlNameSize, "HL_CONTROL_DIR": ControlDirSize,
+		"HL_CTL_NO_PYTHON": CtlNoPython, "HL_CTL_NO_FOLLOW": CtlNoFollow,
+		"sizeof(struct hl_control)": ControlSize,
+		"offsetof(struct hl_control, magic)": CtlMagic, "offsetof(struct hl_control, version)": CtlVersion,
+		"offsetof(struct hl_control, nhooks)": CtlNHooks, "offsetof(struct hl_control, start)": CtlStart,
+		"offsetof(struct hl_control, stop)": CtlStop, "offsetof(struct hl_control, session)": CtlSession,
+		"offsetof(struct hl_control, ended)": CtlEnded, "offsetof(struct hl_control, agent_pid)": CtlAgentPID,
+		"offsetof(struct hl_control, rate)": CtlRate, "offsetof(struct hl_control, seed)": CtlSeed,
+		"offsetof(struct hl_control, ring_size)": CtlRingSize, "offsetof(struct hl_control, flags)": CtlFlags,
+		"offsetof(struct hl_control, dir)": CtlDir, "offsetof(struct hl_control, hook)": CtlHook,
+		"offsetof(struct hl_control, real)": CtlReal, "offsetof(struct hl_control, name)": CtlName,
 	}
 	var src strings.Builder
 	src.WriteString("#include <stddef.h>\n#include <stdio.h>\n#include \"heaplens_ring.h\"\nint main(void) {\n")

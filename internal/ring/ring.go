@@ -33,6 +33,8 @@ type Header struct {
 	// NoUnwind: forked while another thread was inside the unwinder, whose
 	// locks may stay held in the child: its stacks have no native frames.
 	NoUnwind bool
+	// Attached: made by heaplens attach in a running process.
+	Attached bool
 }
 
 // Counters are the ring's running totals.
@@ -194,6 +196,7 @@ func (r *Ring) Header() Header {
 		Forked:        flags&FlagForked != 0,
 		DataSize:      uint64(len(r.data)),
 		NoUnwind:      flags&FlagNoUnwind != 0,
+		Attached:      flags&FlagAttached != 0,
 		ParentPID:     int(int64(le.Uint64(m[offParentPID:]))),
 		ParentSeq:     le.Uint32(m[offParentSeq:]),
 	}
@@ -230,6 +233,10 @@ func (r *Ring) Backing() (stopped bool, backed uint64, errno unix.Errno) {
 
 // InitDone reports whether the library has written its initial modules.
 func (r *Ring) InitDone() bool { return atomic.LoadUint32(r.u32(offFlags))&FlagInitDone != 0 }
+
+// Detached reports whether the attach session that made the ring ended:
+// the library writes nothing more into it.
+func (r *Ring) Detached() bool { return atomic.LoadUint32(r.u32(offFlags))&FlagDetached != 0 }
 
 // Counters returns the ring's totals now.
 func (r *Ring) Counters() Counters {

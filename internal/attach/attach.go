@@ -1,0 +1,349 @@
+// Package attach starts and ends a heaplens session in a process that is
+// already running: it checks that the process can be attached to, loads
+// libheaplens-attach.so into it (internal/inject), steers the library
+// through its control block, and routes the malloc family to it
+// (internal/gotpatch). docs/attach.md describes the whole.
+package attach
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/heaplens/heaplens/internal/elfmod"
+	"github.com/heaplens/heaplens/internal/gotpatch"
+	"github.com/heaplens/heaplens/internal/inject"
+	"github.com/heaplens/heaplens/internal/procmaps"
+	"github.com/heaplens/heaplens/internal/ring"
+)
+
+// Settings are a session's.
+type Settings struct {
+	Dir      string // the session directory, where the process makes its ring
+	Rate     uint64
+	Seed     uint64
+	RingSize uint64 // 0: the library's default
+	NoPython bool
+	NoFollow bool
+}
+
+// Session is one attach session: in the process attached to and in the
+// children it forks meanwhile.
+type Session struct {
+	PID    int
+	Number uint64
+	Inject *inject.Result // nil when the library was loaded already
+	Routed int            // GOT entries routed in the process at the start
+
+	ctl   uint64 // heaplens_control's address (the same in fork children)
+	hooks []gotpatch.Hook
+	procs map[int]*gotpatch.Patcher
+}
+
+// ErrAttached means another heaplens is attached to the process.
+type ErrAttached struct{ PID, Agent int }
+
+func (e *ErrAttached) Error() string {
+	return fmt.Sprintf("process %d is already attached to by heaplens (pid %d): `heaplens detach %d` ends that first", e.PID, e.Agent, e.PID)
+}
+
+// Start attaches to pid: lib is the path of libheaplens-attach.so. slow
+// hears of a dlopen that takes long.
+func Start(pid int, lib string, set Settings, slow func(string)) (*Session, error) {
+	if err := Check(pid, lib); err != nil {
+		return nil, err
+	}
+	s := &Session{PID: pid, procs: map[int]*gotpatch.Patcher{}}
+	mod, err := findLibrary(pid, lib)
+	if err != nil {
+		return nil, err
+	}
+	if mod == nil {
+		if s.Inject, err = inject.Load(pid, lib, slow); err != nil {
+			return nil, err
+		}
+		if mod, err = findLibrary(pid, lib); err == nil && mod == nil {
+			err = fmt.Errorf("attach: %s loaded, but not found in the memory map of process %d", lib, pid)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	f, err := mod.Open(pid)
+	if err != nil {
+		return nil, fmt.Errorf("attach: %w", err)
+	}
+	s.ctl = f.Symbols("heaplens_control")["heaplens_control"]
+	f.Close()
+	if s.ctl == 0 {
+		return nil, fmt.Errorf("attach: %s has no heaplens_control", lib)
+	}
+	mem, err := procmaps.OpenMem(pid, true)
+	if err != nil {
+		return nil, fmt.Errorf("attach: %w", err)
+	}
+	defer mem.Close()
+	c, err := readControl(mem, s.ctl)
+	if err != nil {
+		return nil, err
+	}
+	if c.magic != ring.ControlMagic || c.version != ring.ControlVersion {
+		return nil, fmt.Errorf("attach: the library did not start in process %d (it found no malloc below it)", pid)
+	}
+	s.hooks = c.hooks
+	if c.session != 0 {
+		if c.agent != os.Getpid() && alive(c.agent) {
+			return nil, &ErrAttached{PID: pid, Agent: c.agent}
+		}
+		// Its heaplens was killed: end that session first.
+		if err := endSession(mem, s.ctl, c.session, 2*time.Second); err != nil {
+			return nil, fmt.Errorf("attach: an earlier session (whose heaplens is gone) is still open in process %d; it ends at the process's next allocation: try again", pid)
+		}
+	}
+	s.Number = max(c.start, c.ended) + 1
+	if err := writeSettings(mem, s.ctl, set); err != nil {
+		return nil, err
+	}
+	if err := put(mem, s.ctl+ring.CtlStart, s.Number); err != nil {
+		return nil, err
+	}
+	p, err := gotpatch.New(pid, s.hooks, skipModule)
+	if err != nil {
+		s.stopIn(pid)
+		return nil, err
+	}
+	s.procs[pid] = p
+	if s.Routed, err = p.Patch(); err == nil && s.Routed == 0 {
+		err = fmt.Errorf("attach: no GOT entry of process %d leads to the C library's malloc (%d lead to another allocator): heaplens attach cannot reach its allocations", pid, p.Kept)
+	}
+	if err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// skipModule: the loader (its allocations must never reach a hook: it runs
+// them while it holds its locks) and heaplens's own libraries.
+func skipModule(m elfmod.Module) bool {
+	b := m.Base()
+	return strings.HasPrefix(b, "ld-linux") || strings.HasPrefix(b, "ld-") || strings.HasPrefix(b, "libheaplens")
+}
+
+// Follow routes the malloc family in processes of the session that fork
+// made (pids) and in modules loaded since the last call.
+func (s *Session) Follow(pids []int) error {
+	for _, pid := range pids {
+		if _, ok := s.procs[pid]; ok || pid == s.PID {
+			continue
+		}
+		p, err := gotpatch.New(pid, s.hooks, skipModule)
+		if err != nil {
+			continue // gone already
+		}
+		s.procs[pid] = p
+	}
+	var errs []error
+	for pid, p := range s.procs {
+		if _, err := p.Patch(); err != nil && alive(pid) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Stop ends the session in every process of it: the library is told to
+// stop, which it does at its next allocation (it is waited for up to a
+// second), then the GOT entries go back to what they held.
+func (s *Session) Stop() error {
+	for pid := range s.procs {
+		s.stopIn(pid)
+	}
+	deadline := time.Now().Add(time.Second)
+	for pid := range s.procs {
+		if mem, err := procmaps.OpenMem(pid, false); err == nil {
+			for time.Now().Before(deadline) {
+				if v, err := mem.Word(s.ctl + ring.CtlSession); err != nil || v != s.Number {
+					break
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			mem.Close()
+		}
+	}
+	var errs []error
+	for pid, p := range s.procs {
+		if _, err := p.Restore(); err != nil && alive(pid) {
+			errs = append(errs, err)
+		}
+		p.Close()
+	}
+	s.procs = map[int]*gotpatch.Patcher{}
+	return errors.Join(errs...)
+}
+
+func (s *Session) stopIn(pid int) {
+	if mem, err := procmaps.OpenMem(pid, true); err == nil {
+		put(mem, s.ctl+ring.CtlStop, s.Number)
+		mem.Close()
+	}
+}
+
+// Detach ends the session in pid for `heaplens detach`: when its heaplens
+// runs, it is asked to (SIGINT) and its pid returned; when it is gone, the
+// session is ended here (agent 0).
+func Detach(pid int, lib string) (agent int, err error) {
+	mod, err := findAnyLibrary(pid)
+	if err != nil {
+		return 0, err
+	}
+	if mod == nil {
+		return 0, fmt.Errorf("process %d is not attached to (heaplens attach never loaded its library there)", pid)
+	}
+	f, err := mod.Open(pid)
+	if err != nil {
+		return 0, fmt.Errorf("detach: %w", err)
+	}
+	ctl := f.Symbols("heaplens_control")["heaplens_control"]
+	f.Close()
+	mem, err := procmaps.OpenMem(pid, true)
+	if err != nil {
+		return 0, fmt.Errorf("detach: %w", err)
+	}
+	defer mem.Close()
+	c, err := readControl(mem, ctl)
+	if err != nil {
+		return 0, err
+	}
+	if c.magic != ring.ControlMagic || c.session == 0 {
+		return 0, fmt.Errorf("process %d is not attached to now", pid)
+	}
+	if alive(c.agent) {
+		if err := syscall.Kill(c.agent, syscall.SIGINT); err != nil {
+			return 0, fmt.Errorf("detach: asking heaplens (pid %d) to detach: %w", c.agent, err)
+		}
+		return c.agent, nil
+	}
+	p, err := gotpatch.New(pid, c.hooks, skipModule)
+	if err != nil {
+		return 0, err
+	}
+	defer p.Close()
+	if _, err := p.Restore(); err != nil {
+		return 0, err
+	}
+	return 0, put(mem, ctl+ring.CtlStop, c.session)
+}
+
+// endSession asks the library to end session n and waits for it.
+func endSession(mem *procmaps.Mem, ctl, n uint64, wait time.Duration) error {
+	if err := put(mem, ctl+ring.CtlStop, n); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if v, err := mem.Word(ctl + ring.CtlSession); err != nil || v != n {
+			return err
+		}
+	}
+	return errors.New("the session did not end")
+}
+
+// findLibrary returns the mapped module of lib in pid, nil if it is not
+// loaded. Another build of the library loaded there is an error: its
+// control block may differ.
+func findLibrary(pid int, lib string) (*elfmod.Module, error) {
+	m, err := findAnyLibrary(pid)
+	if err != nil || m == nil {
+		return m, err
+	}
+	want := lib[strings.LastIndexByte(lib, '/')+1:]
+	if m.Base() != want {
+		return nil, fmt.Errorf("attach: process %d holds %s from another build of heaplens; attach with that heaplens", pid, m.Base())
+	}
+	return m, nil
+}
+
+func findAnyLibrary(pid int) (*elfmod.Module, error) {
+	maps, err := procmaps.Read(pid)
+	if err != nil {
+		return nil, fmt.Errorf("attach: %w", err)
+	}
+	for _, m := range elfmod.Loaded(maps) {
+		if strings.HasPrefix(m.Base(), "libheaplens-attach-") {
+			return &m, nil
+		}
+	}
+	return nil, nil
+}
+
+type control struct {
+	magic        uint64
+	version      uint32
+	start, ended uint64
+	session      uint64
+	agent        int
+	hooks        []gotpatch.Hook
+}
+
+func readControl(mem *procmaps.Mem, at uint64) (*control, error) {
+	b := make([]byte, ring.ControlSize)
+	if err := mem.ReadAt(b, at); err != nil {
+		return nil, fmt.Errorf("attach: reading the control block: %w", err)
+	}
+	le := binary.LittleEndian
+	c := &control{
+		magic: le.Uint64(b[ring.CtlMagic:]), version: le.Uint32(b[ring.CtlVersion:]),
+		start: le.Uint64(b[ring.CtlStart:]), ended: le.Uint64(b[ring.CtlEnded:]),
+		session: le.Uint64(b[ring.CtlSession:]), agent: int(int64(le.Uint64(b[ring.CtlAgentPID:]))),
+	}
+	n := min(int(le.Uint32(b[ring.CtlNHooks:])), ring.ControlHooks)
+	for i := 0; i < n; i++ {
+		name := b[ring.CtlName+i*ring.ControlNameSize:][:ring.ControlNameSize]
+		if j := bytes.IndexByte(name, 0); j >= 0 {
+			name = name[:j]
+		}
+		c.hooks = append(c.hooks, gotpatch.Hook{
+			Name: string(name),
+			Hook: le.Uint64(b[ring.CtlHook+8*i:]),
+			Real: le.Uint64(b[ring.CtlReal+8*i:]),
+		})
+	}
+	return c, nil
+}
+
+func writeSettings(mem *procmaps.Mem, ctl uint64, set Settings) error {
+	if len(set.Dir) >= ring.ControlDirSize || !strings.HasPrefix(set.Dir, "/") {
+		return fmt.Errorf("attach: session directory %q: not an absolute path under %d bytes", set.Dir, ring.ControlDirSize)
+	}
+	b := make([]byte, ring.CtlDir+ring.ControlDirSize-ring.CtlAgentPID)
+	le := binary.LittleEndian
+	le.PutUint64(b[0:], uint64(os.Getpid()))
+	le.PutUint64(b[ring.CtlRate-ring.CtlAgentPID:], set.Rate)
+	le.PutUint64(b[ring.CtlSeed-ring.CtlAgentPID:], set.Seed)
+	le.PutUint64(b[ring.CtlRingSize-ring.CtlAgentPID:], set.RingSize)
+	var flags uint64
+	if set.NoPython {
+		flags |= ring.CtlNoPython
+	}
+	if set.NoFollow {
+		flags |= ring.CtlNoFollow
+	}
+	le.PutUint64(b[ring.CtlFlags-ring.CtlAgentPID:], flags)
+	copy(b[ring.CtlDir-ring.CtlAgentPID:], set.Dir)
+	return mem.WriteAt(b, ctl+ring.CtlAgentPID)
+}
+
+func put(mem *procmaps.Mem, at, v uint64) error { return mem.SetWord(at, v) }
+
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || err == syscall.EPERM
+}

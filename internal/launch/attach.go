@@ -1,0 +1,241 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/heaplens/heaplens/internal/attach"
+	"github.com/heaplens/heaplens/internal/capture"
+	"github.com/heaplens/heaplens/internal/collect"
+	"github.com/heaplens/heaplens/internal/privdir"
+)
+
+// AttachOptions configure one heaplens attach session.
+type AttachOptions struct {
+	PID      int
+	Output   string        // capture path; "" means ./heaplens-attach-COMM-PID.hlc
+	Rate     uint64        // bytes; 1 samples every allocation
+	Seed     uint64        // 0 draws a random seed
+	RingSize uint64        // 0 = library default
+	Duration time.Duration // 0: until SIGINT/SIGTERM, heaplens detach, or the process's end
+	NoPython bool
+	NoFollow bool
+	// NativePythonInternals keeps the interpreter's own frames in stacks with Python frames.
+	NativePythonInternals bool
+	Version               string
+	Log                   io.Writer
+	Started               func(capture string)
+	Observer              capture.Observer
+}
+
+// AttachResult is what an attach session produced.
+type AttachResult struct {
+	Capture  string
+	Streams  int
+	Warnings []string
+	PeakRSS  uint64
+	Ended    string        // why the session ended, in words
+	Window   time.Duration // attach to detach
+	Loaded   bool          // the library was loaded by this session (else by an earlier one)
+	Pause    time.Duration // how long the thread that loaded it was stopped
+	Routed   int           // GOT entries routed to the hooks
+}
+
+// Attach profiles a running process until the session ends, then leaves
+// it as it was (the library stays loaded and idle; docs/attach.md).
+func Attach(o AttachOptions) (*AttachResult, error) {
+	if err := CheckRingSize(o.RingSize); o.RingSize != 0 && err != nil {
+		return nil, err
+	}
+	lib, err := AttachLibraryPath()
+	if err != nil {
+		return nil, err
+	}
+	if err := attach.Check(o.PID, lib); err != nil {
+		return nil, err
+	}
+	dir, err := sessionDir()
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	if err := shareDir(dir, o.PID); err != nil {
+		return nil, err
+	}
+	cmdline := processCmdline(o.PID)
+	out := o.Output
+	if out == "" {
+		name := "process"
+		if len(cmdline) > 0 {
+			name = sanitize(cmdline[0][strings.LastIndexByte(cmdline[0], '/')+1:])
+		}
+		out = fmt.Sprintf("heaplens-attach-%s-%d.hlc", name, o.PID)
+	}
+	f, err := privdir.CreateFile(out, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("the capture: %w", err)
+	}
+	defer f.Close()
+	w, err := capture.NewWriter(f)
+	if err != nil {
+		return nil, err
+	}
+	if o.Observer != nil {
+		w.SetObserver(o.Observer)
+	}
+	host, _ := os.Hostname()
+	if err := w.Meta(&capture.Meta{
+		FormatVersion: capture.Version, HeaplensVersion: o.Version, Rate: o.Rate,
+		StartUnixNano: time.Now().UnixNano(), Command: cmdline, Host: host, AttachedPID: o.PID,
+	}); err != nil {
+		return nil, err
+	}
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(signals)
+
+	began := time.Now()
+	sess, err := attach.Start(o.PID, lib, attach.Settings{
+		Dir: dir, Rate: o.Rate, Seed: o.Seed, RingSize: o.RingSize, NoPython: o.NoPython, NoFollow: o.NoFollow,
+	}, func(msg string) { fmt.Fprintf(o.Log, "heaplens: %s\n", msg) })
+	if err != nil {
+		f.Close()
+		os.Remove(out)
+		return nil, err
+	}
+	res := &AttachResult{Capture: out, Routed: sess.Routed, Loaded: sess.Inject != nil}
+	if sess.Inject != nil {
+		res.Pause = sess.Inject.Pause
+	}
+	if o.Started != nil {
+		w.Flush()
+		o.Started(out)
+	}
+	col := collect.New(dir, lib, w)
+	col.NativePythonInternals = o.NativePythonInternals
+	defer col.Close()
+
+	var deadline <-chan time.Time
+	if o.Duration > 0 {
+		deadline = time.After(o.Duration)
+	}
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	lastFlush, lastRSS, lastResident, lastFollow := time.Now(), time.Time{}, time.Now(), time.Now()
+	rss := newRSSSampler()
+	var collectErr error
+loop:
+	for {
+		select {
+		case sig := <-signals:
+			res.Ended = "detached on " + sig.String()
+			break loop
+		case <-deadline:
+			res.Ended = "detached at the end of --duration " + o.Duration.String()
+			break loop
+		case <-tick.C:
+			if !running(o.PID) {
+				res.Ended = "the process ended"
+				break loop
+			}
+			if collectErr == nil {
+				collectErr = col.Poll(false)
+			}
+			if time.Since(lastFollow) >= followEvery {
+				var pids []int
+				for _, pid := range col.Live() {
+					pids = append(pids, pid)
+				}
+				if err := sess.Follow(pids); err != nil {
+					col.Warn(err.Error())
+				}
+				lastFollow = time.Now()
+			}
+			if collectErr == nil && time.Since(lastRSS) >= rssEvery {
+				collectErr = rss.sample(w, col.Live())
+				lastRSS = time.Now()
+			}
+			if collectErr == nil && time.Since(lastResident) >= residentEvery {
+				collectErr = col.ReadResidency()
+				lastResident = time.Now()
+			}
+			if time.Since(lastFlush) >= flushEvery {
+				w.Flush()
+				lastFlush = time.Now()
+			}
+		}
+	}
+	stopErr := sess.Stop()
+	res.Window = time.Since(began)
+	if collectErr == nil {
+		collectErr = col.Poll(true)
+	}
+	if err := w.Close(); err != nil && collectErr == nil {
+		collectErr = err
+	}
+	res.Streams = col.Streams()
+	res.Warnings = col.Warnings()
+	res.PeakRSS = rss.peak
+	if stopErr != nil {
+		res.Warnings = append(res.Warnings, "detaching: "+stopErr.Error())
+	}
+	if collectErr != nil {
+		return res, fmt.Errorf("collecting the profile: %w", collectErr)
+	}
+	return res, nil
+}
+
+// followEvery: how often the processes' memory maps are read for modules
+// loaded (and fork children made) since, whose GOT entries are routed then.
+const followEvery = 250 * time.Millisecond
+
+// Detach ends the attach session in pid (heaplens detach): it asks the
+// heaplens attached to it to stop, or ends the session itself when that
+// heaplens was killed. It returns the pid of the heaplens asked, 0 if none.
+func Detach(pid int) (int, error) {
+	lib, err := AttachLibraryPath()
+	if err != nil && !errors.Is(err, ErrNoLibrary) {
+		return 0, err
+	}
+	return attach.Detach(pid, lib)
+}
+
+// shareDir lets the process create its ring in dir when it runs as
+// another user than heaplens (root attaching to a service).
+func shareDir(dir string, pid int) error {
+	var st syscall.Stat_t
+	if err := syscall.Stat(fmt.Sprintf("/proc/%d", pid), &st); err != nil {
+		return fmt.Errorf("no process %d", pid)
+	}
+	if int(st.Uid) == os.Geteuid() {
+		return nil
+	}
+	if err := os.Chown(dir, int(st.Uid), int(st.Gid)); err != nil {
+		return fmt.Errorf("letting process %d (user %d) write its ring in %s: %w", pid, st.Uid, dir, err)
+	}
+	return nil
+}
+
+func processCmdline(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+}
+
+// running: the process exists and is not a zombie.
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || (b[i+2] != 'Z' && b[i+2] != 'X')
+}

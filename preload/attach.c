@@ -1,0 +1,354 @@
+/*
+ * libheaplens-attach.so: the library built (-DHEAPLENS_ATTACH) to be loaded
+ * into a process that is already running, by `heaplens attach`
+ * (docs/attach.md). The agent loads it with the loader's own dlopen, run
+ * on one thread of the process through ptrace; everything else goes through
+ * heaplens_control, a block the agent reads and writes in the process's
+ * memory (layout: heaplens_ring.h). The agent itself points the GOT
+ * entries of the malloc family at the hooks here, and back at detach.
+ *
+ * What differs from the preloaded library:
+ *  - no block is ever changed: a sampled block is a plain glibc block
+ *    remembered in a blockset, so whichever free reaches it (ours, or
+ *    glibc's through a pointer taken before the attach, or after the
+ *    detach) frees it correctly; only its FREE record is missed then;
+ *  - a session starts and ends in a hook's slow path, when it sees a new
+ *    start or stop in the control block (attach_poll); between sessions the
+ *    hooks stay in place and idle, coming to the slow path every few
+ *    kilobytes (IDLE_GAP) to look for the next one;
+ *  - a session also ends when its agent is gone (killed): then the library
+ *    deletes its ring file itself.
+ */
+#ifdef HEAPLENS_ATTACH
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+
+#include "heaplens.h"
+#include "internal.h"
+
+EXPORT struct hl_control heaplens_control __attribute__((aligned(64)));
+#define CTL heaplens_control
+
+static struct blockset blocks; /* every sampled block */
+
+/*
+ * The loader's own allocations come here too when an executable's PLT
+ * entry is the process's malloc (the executable takes its address): the
+ * loader calls it through that entry, whose GOT entry now leads here. One
+ * of them allocates this library's thread-local block on a thread's first
+ * hook call, so they must not touch it: calls from the loader's code go
+ * straight on, unsampled (as they are when preloaded).
+ */
+static uintptr_t loader_lo, loader_len;
+#define FROM_LOADER() ((uintptr_t)__builtin_return_address(0) - loader_lo < loader_len)
+
+/* ---- the malloc family, sampled into the blockset ---- */
+
+static COLD void *kept(void *p, size_t n, int func)
+{
+	if (p)
+		blockset_keep(&blocks, p, n, func);
+	return p;
+}
+
+static COLD void free_slow(void *p)
+{
+	if (blockset_take(&blocks, p) >= 0)
+		record_free(p); /* before the block can be reused */
+	NEXT(free)(p);
+}
+
+EXPORT HOT void *malloc(size_t n)
+{
+	if (FROM_LOADER() || likely(!sample_now(n)))
+		return NEXT(malloc)(n);
+	return kept(NEXT(malloc)(n), n, HL_FUNC_MALLOC);
+}
+
+EXPORT HOT void free(void *p)
+{
+	if (unlikely(blockset_maybe(&blocks, p))) {
+		free_slow(p);
+		return;
+	}
+	NEXT(free)(p);
+}
+
+EXPORT void *calloc(size_t k, size_t n)
+{
+	size_t t;
+	if (FROM_LOADER() || __builtin_mul_overflow(k, n, &t) || likely(!sample_now(t)))
+		return NEXT(calloc)(k, n);
+	return kept(NEXT(calloc)(k, n), t, HL_FUNC_CALLOC);
+}
+
+/* A realloc of a sampled block is its FREE, then an ALLOC if the new block is sampled. */
+static void *do_realloc(void *p, size_t n, int func)
+{
+	int old = p && blockset_maybe(&blocks, p), new = sample_now(n);
+	if (likely(!old && !new))
+		return NEXT(realloc)(p, n);
+	size_t have = 0;
+	if (old && blockset_take(&blocks, p) >= 0) {
+		have = NEXT(malloc_usable_size)(p);
+		record_free(p);
+	} else
+		old = 0;
+	void *q = NEXT(realloc)(p, n);
+	if (!q && p && n) { /* failed: the old block lives on */
+		if (old)
+			blockset_keep(&blocks, p, have, func);
+		return NULL;
+	}
+	return new ? kept(q, n, func) : q;
+}
+
+EXPORT void *realloc(void *p, size_t n)
+{
+	if (FROM_LOADER())
+		return NEXT(realloc)(p, n);
+	return do_realloc(p, n, HL_FUNC_REALLOC);
+}
+
+EXPORT void *reallocarray(void *p, size_t k, size_t n)
+{
+	size_t t;
+	if (__builtin_mul_overflow(k, n, &t)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return do_realloc(p, t, HL_FUNC_REALLOCARRAY);
+}
+
+EXPORT int posix_memalign(void **r, size_t align, size_t n)
+{
+	if (FROM_LOADER())
+		return NEXT(posix_memalign)(r, align, n);
+	int sampled = sample_now(n), e = NEXT(posix_memalign)(r, align, n);
+	if (unlikely(sampled) && !e)
+		kept(*r, n, HL_FUNC_POSIX_MEMALIGN);
+	return e;
+}
+
+EXPORT void *aligned_alloc(size_t align, size_t n)
+{
+	if (FROM_LOADER() || likely(!sample_now(n)))
+		return NEXT(aligned_alloc)(align, n);
+	return kept(NEXT(aligned_alloc)(align, n), n, HL_FUNC_ALIGNED_ALLOC);
+}
+
+EXPORT void *memalign(size_t align, size_t n)
+{
+	if (FROM_LOADER() || likely(!sample_now(n)))
+		return NEXT(memalign)(align, n);
+	return kept(NEXT(memalign)(align, n), n, HL_FUNC_MEMALIGN);
+}
+
+EXPORT void *valloc(size_t n)
+{
+	if (likely(!sample_now(n)))
+		return NEXT(valloc)(n);
+	return kept(NEXT(valloc)(n), n, HL_FUNC_VALLOC);
+}
+
+EXPORT void *pvalloc(size_t n)
+{
+	if (likely(!sample_now(n)))
+		return NEXT(pvalloc)(n);
+	return kept(NEXT(pvalloc)(n), n, HL_FUNC_PVALLOC);
+}
+
+EXPORT size_t malloc_usable_size(void *p) { return NEXT(malloc_usable_size)(p); }
+
+/* mmap, munmap, mremap and sbrk are maps.c's, as preloaded. */
+#define HOOKED(X)                                                                              \
+	X(malloc) X(free) X(calloc) X(realloc) X(reallocarray) X(posix_memalign) X(aligned_alloc) \
+	X(memalign) X(valloc) X(pvalloc) X(malloc_usable_size) X(mmap) X(mmap64) X(munmap) X(mremap) X(sbrk)
+
+/* ---- sessions ---- */
+
+static char dir[HL_CONTROL_DIR];
+static int switching;        /* a thread is starting or ending a session */
+static int64_t next_agent_check; /* CLOCK_MONOTONIC ns */
+
+/* The agent's settings, checked as untrusted: a bad one gives the default. */
+static void take_settings(void)
+{
+	uint64_t rate = RELAXED(CTL.rate), size = RELAXED(CTL.ring_size), flags = RELAXED(CTL.flags);
+	g.rate = rate >= 1 && rate <= MAX_RATE ? rate : 512 << 10;
+	g.inv_log_keep = g.rate > 1 ? -1.0 / log1p(-1.0 / (double)g.rate) : 0;
+	g.want_size = size >= MIN_RING && size <= MAX_RING && !(size & (size - 1)) ? size : DEFAULT_RING;
+	g.seed = RELAXED(CTL.seed);
+	g.seeded = g.seed != 0;
+	if (!g.seeded)
+		g.seed = (uint64_t)now_ns(CLOCK_MONOTONIC) * (uint64_t)0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+	g.follow = !(flags & HL_CTL_NO_FOLLOW);
+	SET_RELAXED(g.no_python, (flags & HL_CTL_NO_PYTHON) != 0);
+	memcpy(dir, CTL.dir, sizeof dir);
+	dir[sizeof dir - 1] = 0;
+	g.dir = dir[0] == '/' && strlen(dir) <= MAX_DIR ? dir : NULL;
+}
+
+static void begin_session(uint64_t session)
+{
+	take_settings();
+	g.threads = 0;
+	if (g.dir)
+		ring_create(HL_FLAG_ATTACHED, 0, 0);
+	if (!g.ring) { /* mark_unprofiled told the agent why */
+		SET_RELAXED(CTL.ended, session);
+		return;
+	}
+	for (uint32_t i = 0; i < g.nmod; i++)
+		emit_module(&g.mod[i]);
+	scan_modules();
+	py_new_ring();
+	next_agent_check = now_ns(CLOCK_MONOTONIC) + 1000000000;
+	SET_RELAXED(g.active, 1);
+	__atomic_fetch_or(&g.ring->flags, HL_FLAG_INIT_DONE, __ATOMIC_RELEASE);
+	__atomic_store_n(&CTL.session, session, __ATOMIC_RELEASE);
+}
+
+/*
+ * Ends the session: the ring says so and is taken out of reach. Its pages
+ * are replaced by fresh anonymous ones rather than unmapped, since another
+ * thread may still be writing a record into it: the file's memory goes back
+ * to the system once the agent deletes the file, and a late write lands in
+ * memory nobody reads. With the agent gone, the library deletes the file.
+ */
+static void end_session(uint64_t session, int orphaned)
+{
+	SET_RELAXED(g.active, 0);
+	struct hl_ring_header *h = g.ring;
+	if (h) {
+		__atomic_fetch_or(&h->flags, HL_FLAG_DETACHED, __ATOMIC_RELEASE);
+		__atomic_store_n(&g.ring, NULL, __ATOMIC_RELEASE);
+		if (orphaned && g.dir)
+			ring_remove(h);
+		mmap(h, HL_RING_HEADER_SIZE + g.ring_size, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+	}
+	SET_RELAXED(CTL.ended, session);
+	__atomic_store_n(&CTL.session, 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * From every slow path (sample_slow): a session to start or to end? Three
+ * loads when nothing changes; a clock read once a sample while a session
+ * runs, and a kill(agent, 0) once a second. One thread at a time switches.
+ */
+uint64_t attach_poll(void)
+{
+	uint64_t start = RELAXED(CTL.start), stop = RELAXED(CTL.stop), cur = RELAXED(CTL.session);
+	int orphaned = 0;
+	if (cur && stop != cur && now_ns(CLOCK_MONOTONIC) >= RELAXED(next_agent_check)) {
+		SET_RELAXED(next_agent_check, now_ns(CLOCK_MONOTONIC) + 1000000000);
+		orphaned = kill((pid_t)RELAXED(CTL.agent_pid), 0) != 0 && errno == ESRCH;
+	}
+	int begin_now = !cur && start > RELAXED(CTL.ended);
+	if (!begin_now && !(cur && (stop == cur || orphaned)))
+		return cur;
+	if (__atomic_exchange_n(&switching, 1, __ATOMIC_ACQUIRE))
+		return cur;
+	int saved = errno;
+	struct countdown cd = pause_sampling();
+	cur = RELAXED(CTL.session);
+	if (!cur && start > RELAXED(CTL.ended))
+		begin_session(start);
+	else if (cur && (RELAXED(CTL.stop) == cur || orphaned))
+		end_session(cur, orphaned);
+	resume_sampling(cd);
+	errno = saved;
+	cur = __atomic_load_n(&CTL.session, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&switching, 0, __ATOMIC_RELEASE);
+	return cur;
+}
+
+/* A fork child that is not profiled (--no-follow) must not start the session on its own. */
+static void attach_child(void)
+{
+	if (!g.active) {
+		SET_RELAXED(CTL.ended, RELAXED(CTL.start));
+		SET_RELAXED(CTL.session, 0);
+	}
+}
+
+void init_global(void) {}
+
+static int loader_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	if (info->dlpi_addr != (uintptr_t)arg)
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X))
+			loader_lo = info->dlpi_addr + ph->p_vaddr, loader_len = ph->p_memsz;
+	}
+	return 1;
+}
+
+/* The loader's code: the interpreter the kernel mapped (AT_BASE). */
+static void find_loader(void)
+{
+	uintptr_t base = (uintptr_t)getauxval(AT_BASE);
+	if (base)
+		dl_iterate_phdr(loader_cb, (void *)base);
+}
+
+/*
+ * At load, inside dlopen: the only place that may call dlsym. Finds the
+ * allocator below (the first global definitions: the ones the program's
+ * calls reached), the interpreter, and fills the control block; magic is
+ * written last, for the agent to see that all went well.
+ */
+__attribute__((constructor)) static void heaplens_attach_load(void)
+{
+	tls.busy++;
+#define FIND(name, ret, params)                                          \
+	if (!(*(void **)&real.name = dlsym(RTLD_DEFAULT, #name))) {    \
+		tls.busy--;                                               \
+		return;                                                   \
+	}
+	HL_ALLOCATOR(FIND)
+#undef FIND
+	g.rate = 1; /* the tables are sized for the finest rate a session may ask for */
+	if (!blockset_init(&blocks)) {
+		tls.busy--;
+		return;
+	}
+	g.rate = 512 << 10;
+	find_loader();
+	g.find_object = (int (*)(void *, struct dl_find_object *))dlsym(RTLD_DEFAULT, "_dl_find_object");
+	heapstats_init();
+	pools_init();
+	py_detect();
+	pthread_atfork(NULL, NULL, hl_atfork_child);
+	pthread_atfork(NULL, NULL, attach_child);
+	on_exit(on_exit_mark, NULL);
+	uint32_t n = 0;
+#define NAME(f)                                                                   \
+	if (n < HL_CONTROL_HOOKS) {                                                 \
+		strncpy(CTL.name[n], #f, HL_CONTROL_NAME - 1);                          \
+		CTL.hook[n] = (uint64_t)(uintptr_t)&f;                                  \
+		CTL.real[n] = (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, #f);             \
+		n++;                                                                    \
+	}
+	HOOKED(NAME)
+#undef NAME
+	CTL.nhooks = n;
+	CTL.version = HL_CONTROL_VERSION;
+	__atomic_store_n(&g.state, 2, __ATOMIC_RELEASE);
+	__atomic_store_n(&CTL.magic, HL_CONTROL_MAGIC, __ATOMIC_RELEASE);
+	tls.busy--;
+}
+#endif
