@@ -202,9 +202,10 @@ static void begin_session(uint64_t session)
 {
 	take_settings();
 	g.threads = 0;
+	struct hl_ring_header *last = g.ring; /* an earlier session's, which late writers may still use */
 	if (g.dir)
 		ring_create(HL_FLAG_ATTACHED, 0, 0);
-	if (!g.ring) { /* mark_unprofiled told the agent why */
+	if (g.ring == last) { /* mark_unprofiled told the agent why */
 		SET_RELAXED(CTL.ended, session);
 		return;
 	}
@@ -219,11 +220,13 @@ static void begin_session(uint64_t session)
 }
 
 /*
- * Ends the session: the ring says so and is taken out of reach. Its pages
- * are replaced by fresh anonymous ones rather than unmapped, since another
- * thread may still be writing a record into it: the file's memory goes back
- * to the system once the agent deletes the file, and a late write lands in
- * memory nobody reads. With the agent gone, the library deletes the file.
+ * Ends the session: the ring says so, and its pages are replaced by fresh
+ * anonymous ones rather than unmapped, since other threads may still be
+ * writing records into it (g.ring stays: they read it again): the file's
+ * memory goes back to the system once the agent deletes the file, and a
+ * late write lands in memory nobody reads. No new record is begun once
+ * g.active is 0 (record_free checks). With the agent gone, the library
+ * deletes the file.
  */
 static void end_session(uint64_t session, int orphaned)
 {
@@ -231,7 +234,6 @@ static void end_session(uint64_t session, int orphaned)
 	struct hl_ring_header *h = g.ring;
 	if (h) {
 		__atomic_fetch_or(&h->flags, HL_FLAG_DETACHED, __ATOMIC_RELEASE);
-		__atomic_store_n(&g.ring, NULL, __ATOMIC_RELEASE);
 		if (orphaned && g.dir)
 			ring_remove(h);
 		mmap(h, HL_RING_HEADER_SIZE + g.ring_size, PROT_READ | PROT_WRITE,

@@ -25,10 +25,10 @@ struct hl_ring_header *ring_now(void) { return __atomic_load_n(&g.ring, __ATOMIC
  * Returns 0 or an errno; EFAULT (the fault would have been SIGBUS) is a full
  * file system.
  */
-static int populate(uint64_t from, uint64_t to)
+static int populate(uint8_t *data, uint64_t from, uint64_t to)
 {
 	int tries = 0;
-	while (madvise(g.data + from, to - from, MADV_POPULATE_WRITE) != 0) {
+	while (madvise(data + from, to - from, MADV_POPULATE_WRITE) != 0) {
 		if (errno != EINTR || ++tries == 8)
 			return errno == EFAULT ? ENOSPC : errno;
 	}
@@ -46,7 +46,7 @@ static uint64_t grow_at(uint64_t backed)
 /* Backs [b, to) past backed b, then raises backed to at least to. 0 or an errno. */
 static int extend(struct hl_ring_header *h, uint64_t b, uint64_t to)
 {
-	int e = populate(b, to);
+	int e = populate(g.data, b, to);
 	if (e) {
 		SET_RELAXED(h->backing_errno, (uint32_t)e);
 		SET_RELAXED(g.stopped, 1);
@@ -247,9 +247,6 @@ void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 	void *m = err ? MAP_FAILED : mmap(NULL, HL_RING_HEADER_SIZE + size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED && !err)
 		err = errno;
-	g.data = (uint8_t *)m + HL_RING_HEADER_SIZE;
-	g.ring_size = size;
-	g.growing = g.stopped = 0;
 	uint64_t backed = first;
 	int late = 0;
 	/*
@@ -257,7 +254,7 @@ void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 	 * MADV_POPULATE_WRITE (before Linux 5.14, or a seccomp filter): then
 	 * back it all now, as far as the file system lets.
 	 */
-	if (!err && populate(0, first)) {
+	if (!err && populate((uint8_t *)m + HL_RING_HEADER_SIZE, 0, first)) {
 		late = back(fd, HL_RING_HEADER_SIZE + size);
 		backed = late ? first : size;
 	}
@@ -282,7 +279,6 @@ void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 	if (late) {
 		flags |= HL_FLAG_BACKING_STOPPED;
 		h->backing_errno = (uint32_t)late;
-		g.stopped = 1;
 	}
 	h->dropped_alloc = __atomic_exchange_n(&g.early_drops, 0, __ATOMIC_RELAXED);
 	read_file("/proc/self/cmdline", h->cmdline, sizeof h->cmdline, &h->cmdline_len);
@@ -305,6 +301,11 @@ void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 		mark_unprofiled(err, g.want_size);
 		return;
 	}
+	/* Only now: attached, a late writer of an earlier session may still use these. */
+	g.data = (uint8_t *)m + HL_RING_HEADER_SIZE;
+	g.ring_size = size;
+	g.growing = 0;
+	g.stopped = late != 0;
 	g.mask = size - 1;
 	g.grow_at = grow_at(backed);
 	__atomic_store_n(&g.ring, h, __ATOMIC_RELEASE);

@@ -244,7 +244,7 @@ COLD void record_unmap(void *p, size_t n)
 COLD void record_free(void *p)
 {
 	struct hl_ring_header *h = __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE);
-	if (!h)
+	if (!h || !RELAXED(g.active)) /* attached: no session (blocks sampled in an earlier one are freed) */
 		return;
 	int saved = errno;
 	py_check_final();

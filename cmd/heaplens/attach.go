@@ -58,10 +58,6 @@ func attachCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "heaplens attach: %v\n", err)
 		return 1
 	}
-	if res.Loaded {
-		fmt.Fprintf(stderr, "heaplens: loaded the library into pid %d (one thread paused %.1f ms); %d GOT entries routed\n",
-			pid, float64(res.Pause.Microseconds())/1000, res.Routed)
-	}
 	if err != nil {
 		fmt.Fprintf(stderr, "heaplens: warning: %v; the capture may be incomplete\n", err)
 	}

@@ -110,9 +110,12 @@ func Attach(o AttachOptions) (*AttachResult, error) {
 		return nil, err
 	}
 	res := &AttachResult{Capture: out, Routed: sess.Routed, Loaded: sess.Inject != nil}
+	how := "the library was loaded already"
 	if sess.Inject != nil {
 		res.Pause = sess.Inject.Pause
+		how = fmt.Sprintf("loaded the library, one thread paused %.1f ms", float64(res.Pause.Microseconds())/1000)
 	}
+	fmt.Fprintf(o.Log, "heaplens: attached to pid %d (%s; %d GOT entries routed)\n", o.PID, how, res.Routed)
 	if o.Started != nil {
 		w.Flush()
 		o.Started(out)

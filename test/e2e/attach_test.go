@@ -1,0 +1,453 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/heaplens/heaplens/internal/capture"
+)
+
+// attachLeak is what the attach workloads leak: 512 KiB every 10th tick of
+// 10 ms (test/workloads/attachserver.c, pyserver.py).
+const attachLeak = 512 << 10
+
+// target is a program started outside heaplens, for heaplens attach.
+type target struct {
+	cmd      *exec.Cmd
+	out, err bytes.Buffer
+	log      string // the workload's side log: when it leaked what
+	done     chan struct{}
+	res      result
+}
+
+func startTarget(t *testing.T, log string, name string, args ...string) *target {
+	t.Helper()
+	tg := &target{cmd: exec.Command(name, args...), log: log, done: make(chan struct{})}
+	tg.cmd.Stdout, tg.cmd.Stderr = &tg.out, &tg.err
+	if err := tg.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := tg.cmd.Wait()
+		tg.res = result{tg.out.String(), tg.err.String(), 0}
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			tg.res.code = ee.ExitCode()
+			if ws := ee.Sys().(syscall.WaitStatus); ws.Signaled() {
+				tg.res.code = 128 + int(ws.Signal())
+			}
+		}
+		close(tg.done)
+	}()
+	return tg
+}
+
+func (tg *target) pid() int { return tg.cmd.Process.Pid }
+
+func (tg *target) running() bool {
+	select {
+	case <-tg.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (tg *target) wait(t *testing.T, timeout time.Duration) result {
+	t.Helper()
+	select {
+	case <-tg.done:
+		return tg.res
+	case <-time.After(timeout):
+		tg.cmd.Process.Kill()
+		<-tg.done
+		t.Fatalf("%v: still running after %v (deadlock?)", tg.cmd.Args, timeout)
+	}
+	return result{}
+}
+
+// waitLog waits until the workload has logged its first leak: it runs.
+func (tg *target) waitLog(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(tg.log); len(b) > 0 {
+			return
+		}
+		if !tg.running() {
+			t.Fatalf("%v ended before it started: %+v", tg.cmd.Args, tg.res)
+		}
+	}
+	t.Fatalf("%v: no leak logged in 30 s", tg.cmd.Args)
+}
+
+// leakedBetween reads a workload's side log: the bytes it leaked between
+// two CLOCK_MONOTONIC times, and in how many blocks.
+func leakedBetween(t *testing.T, log string, from, until int64) (float64, int) {
+	t.Helper()
+	f, err := os.Open(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		ts, _, ok := strings.Cut(sc.Text(), " ")
+		v, err := strconv.ParseInt(ts, 10, 64)
+		if ok && err == nil && v >= from && v <= until {
+			n++
+		}
+	}
+	return float64(n) * attachLeak, n
+}
+
+// attachWindow is the session's window from its capture: the attached
+// process's stream, from its start to its end record.
+func attachWindow(t *testing.T, capPath string, pid int) (from, until int64) {
+	t.Helper()
+	c, err := capture.Load(capPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Meta.AttachedPID != pid {
+		t.Fatalf("%s: AttachedPID %d, want %d", capPath, c.Meta.AttachedPID, pid)
+	}
+	for _, p := range c.Processes {
+		if p.PID == pid {
+			e := c.Ends[p.Stream]
+			if e == nil || !e.Detached {
+				t.Fatalf("%s: the stream of pid %d does not end detached: %+v", capPath, pid, e)
+			}
+			return p.StartMonoNano, e.TimeNano
+		}
+	}
+	t.Fatalf("%s: no stream of pid %d", capPath, pid)
+	return
+}
+
+// checkLeakFound checks that the session's leaks view finds leak_slowly
+// with what the workload logged meanwhile: exactly at --rate 1 (give or
+// take the block at each edge of the window), within 4 standard
+// deviations of the sampling at another rate. The deviation of a
+// Horvitz-Thompson estimate of n blocks of s bytes, each sampled with
+// p = 1-(1-1/rate)^s, is s*sqrt(n*(1-p)/p).
+func checkLeakFound(t *testing.T, capPath string, pid int, log string, rate float64) {
+	t.Helper()
+	from, until := attachWindow(t, capPath, pid)
+	want, n := leakedBetween(t, log, from, until)
+	leaks := report(t, capPath, "leaks")
+	got := leaks.site("leak_slowly")
+	if n < 2 {
+		t.Fatalf("%s: only %d leaks in the %.2f s window: the workload did not run", capPath, n, float64(until-from)/1e9)
+	}
+	if got <= 0 {
+		t.Errorf("%s: leak_slowly not found (%d blocks of %d leaked in the window)", capPath, n, attachLeak)
+		return
+	}
+	slack := float64(attachLeak) // a block at an edge of the window
+	if rate > 1 {
+		p := 1 - math.Pow(1-1/rate, attachLeak)
+		slack += 4 * attachLeak * math.Sqrt(float64(n)*(1-p)/p)
+	}
+	t.Logf("%s: leak_slowly %.0f of %.0f bytes leaked in %.2f s (tolerance %.0f)", filepath.Base(capPath), got, want, float64(until-from)/1e9, slack)
+	if math.Abs(got-want) > slack {
+		t.Errorf("%s: leak_slowly %.0f bytes, the workload leaked %.0f in the window (tolerance %.0f)", capPath, got, want, slack)
+	}
+	if other := leaks.total() - got; rate == 1 && other > 1<<20 {
+		t.Errorf("%s: %.0f bytes leaked outside leak_slowly at --rate 1 (only blocks in flight at the detach may be)", capPath, other)
+	}
+}
+
+// attachSessions attaches to the target n times in a row, each for d, and
+// checks each session's capture.
+func attachSessions(t *testing.T, dir string, tg *target, n int, d time.Duration, rate string) {
+	t.Helper()
+	r, _ := strconv.ParseFloat(strings.TrimSuffix(rate, "KiB"), 64)
+	if strings.HasSuffix(rate, "KiB") {
+		r *= 1024
+	}
+	for i := 0; i < n; i++ {
+		if !tg.running() {
+			t.Fatalf("the target ended after %d sessions at rate %s; make it run longer", i, rate)
+		}
+		capPath := filepath.Join(dir, fmt.Sprintf("attach-%s-%d.hlc", rate, i))
+		res := run(t, time.Minute, heaplensBin(t), "attach", strconv.Itoa(tg.pid()), "--rate", rate,
+			"--seed", strconv.Itoa(i+1), "--duration", d.String(), "-o", capPath, "-q")
+		if res.code != 0 {
+			t.Fatalf("attach %d at rate %s: exit %d\n%s", i, rate, res.code, res.stderr)
+		}
+		checkLeakFound(t, capPath, tg.pid(), tg.log, r)
+	}
+}
+
+// TestAttachCServer: a threaded C server, attached to 20 times in a row
+// at the default rate and 20 at --rate 1, prints and exits exactly as an
+// undisturbed run beside it, and each session finds its leak.
+func TestAttachCServer(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "attachserver.c")
+	const seconds = "45"
+	bare := startTarget(t, filepath.Join(dir, "bare.log"), bin, seconds, filepath.Join(dir, "bare.log"))
+	tg := startTarget(t, filepath.Join(dir, "attached.log"), bin, seconds, filepath.Join(dir, "attached.log"))
+	tg.waitLog(t)
+	attachSessions(t, dir, tg, 20, time.Second, "512KiB")
+	attachSessions(t, dir, tg, 20, 300*time.Millisecond, "1")
+	want, got := bare.wait(t, 2*time.Minute), tg.wait(t, 2*time.Minute)
+	if got != want || got.code != 0 {
+		t.Errorf("attached run differs from the bare run:\nbare:     %+v\nattached: %+v", want, got)
+	}
+	t.Logf("worst lateness of the main loop's 10 ms sleeps: bare %s, attached %s", lastLine(t, bare.log), lastLine(t, tg.log))
+}
+
+func lastLine(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
+}
+
+// TestAttachPythonServer: the same with a threaded Python service, on
+// every supported Python: 20 + 20 sessions on Debian's python3, 2 + 2 on
+// each of the others (all at once, beside their undisturbed runs).
+func TestAttachPythonServer(t *testing.T) {
+	script := filepath.Join(root, "test", "workloads", "pyserver.py")
+	for name, py := range pythons(t) {
+		sessions, seconds := 2, "12"
+		if name == "debian-python3" {
+			sessions, seconds = 20, "45"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			bare := startTarget(t, filepath.Join(dir, "bare.log"), py, script, seconds, filepath.Join(dir, "bare.log"))
+			tg := startTarget(t, filepath.Join(dir, "attached.log"), py, script, seconds, filepath.Join(dir, "attached.log"))
+			tg.waitLog(t)
+			attachSessions(t, dir, tg, sessions, time.Second, "512KiB")
+			attachSessions(t, dir, tg, sessions, 300*time.Millisecond, "1")
+			want, got := bare.wait(t, 2*time.Minute), tg.wait(t, 2*time.Minute)
+			if got != want || got.code != 0 {
+				t.Errorf("attached run differs from the bare run:\nbare:     %+v\nattached: %+v", want, got)
+			}
+		})
+	}
+}
+
+// attachFor runs one session of d at rate and returns its capture.
+func attachFor(t *testing.T, dir string, pid int, d time.Duration, rate string) string {
+	t.Helper()
+	capPath := filepath.Join(dir, fmt.Sprintf("attach-%d-%s.hlc", pid, rate))
+	res := run(t, time.Minute, heaplensBin(t), "attach", strconv.Itoa(pid), "--rate", rate, "--duration", d.String(), "-o", capPath, "-q")
+	if res.code != 0 {
+		t.Fatalf("attach: exit %d\n%s", res.code, res.stderr)
+	}
+	return capPath
+}
+
+// TestAttachForkStorm: attached in the middle of a fork storm, the program
+// runs as it would; the children forked meanwhile are profiled too.
+func TestAttachForkStorm(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "attachstorm.c", "-fopenmp")
+	bare := startTarget(t, "", bin, "fork", "1500")
+	tg := startTarget(t, "", bin, "fork", "1500")
+	time.Sleep(time.Second)
+	capPath := attachFor(t, dir, tg.pid(), 2*time.Second, "1")
+	want, got := bare.wait(t, 2*time.Minute), tg.wait(t, 2*time.Minute)
+	if got != want || got.code != 0 {
+		t.Errorf("attached run differs from the bare run:\nbare:     %+v\nattached: %+v", want, got)
+	}
+	c, err := capture.Load(capPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// At --rate 1 every child that exited meanwhile recorded child_keep's 10 blocks
+	// of 1000 bytes (by size: a child forked while a thread unwound has no native frames).
+	kept := map[uint32]int{}
+	for _, a := range c.Allocs {
+		if a.Size == 1000 {
+			kept[a.Stream]++
+		}
+	}
+	_, detached := attachWindow(t, capPath, tg.pid())
+	children := 0
+	for _, p := range c.Processes {
+		if p.PPID != tg.pid() {
+			continue
+		}
+		children++
+		// One forked as the session ended stops with it (it inherits the stop).
+		if e := c.Ends[p.Stream]; e != nil && e.Known && p.StartMonoNano < detached-int64(100*time.Millisecond) && kept[p.Stream] < 10 {
+			t.Errorf("child %d: %d blocks of 1000 bytes recorded, want 10", p.PID, kept[p.Stream])
+		}
+	}
+	// A child every ~2 ms for 2 s: hundreds.
+	if children < 50 {
+		t.Errorf("%d children profiled during a 2 s fork storm", children)
+	}
+}
+
+// TestAttachOpenMP: attached in the middle of OpenMP regions, the teams
+// keep their size and compute the same; the workers' allocations are seen.
+func TestAttachOpenMP(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "attachstorm.c", "-fopenmp")
+	bare := startTarget(t, "", bin, "omp", "200")
+	tg := startTarget(t, "", bin, "omp", "200")
+	time.Sleep(time.Second)
+	capPath := attachFor(t, dir, tg.pid(), 2*time.Second, "64KiB")
+	want, got := bare.wait(t, 2*time.Minute), tg.wait(t, 2*time.Minute)
+	if got != want || got.code != 0 {
+		t.Errorf("attached run differs from the bare run:\nbare:     %+v\nattached: %+v", want, got)
+	}
+	if s := report(t, capPath, "allocs").stacksWith("region._omp_fn"); len(s) == 0 {
+		t.Error("no allocation of the OpenMP regions was seen while attached")
+	}
+}
+
+// TestAttachRefusals: what cannot be attached to is refused with a message
+// saying why, and the process runs on untouched.
+func TestAttachRefusals(t *testing.T) {
+	dir := t.TempDir()
+	hl := heaplensBin(t)
+	static := filepath.Join(dir, "static")
+	src := filepath.Join(dir, "static.c")
+	os.WriteFile(src, []byte("#include <stdio.h>\n#include <unistd.h>\nint main(void){sleep(3);puts(\"done\");return 0;}\n"), 0o644)
+	if out, err := exec.Command("gcc", "-static", "-o", static, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc -static: %v\n%s", err, out)
+	}
+	st := startTarget(t, "", static)
+	sleeper := startTarget(t, "", "sleep", "3")
+	zombie := exec.Command("true")
+	zombie.Start()
+	time.Sleep(200 * time.Millisecond) // it has exited; not waited for, it is a zombie
+	defer zombie.Wait()
+	stopped := startTarget(t, "", "sleep", "3")
+	stopped.cmd.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(100 * time.Millisecond)
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"attach"}, 2, "give one process id"},
+		{[]string{"attach", "nope"}, 2, "not a process id"},
+		{[]string{"attach", "999999999"}, 1, "no process 999999999"},
+		{[]string{"attach", strconv.Itoa(st.pid())}, 1, "statically linked"},
+		{[]string{"attach", strconv.Itoa(zombie.Process.Pid)}, 1, "has exited"},
+		{[]string{"attach", strconv.Itoa(stopped.pid())}, 1, "is stopped"},
+		{[]string{"attach", strconv.Itoa(sleeper.pid()), "--ring-size", "3KiB"}, 1, "--ring-size"},
+		{[]string{"detach", strconv.Itoa(sleeper.pid())}, 1, "not attached"},
+	}
+	for _, c := range cases {
+		res := run(t, 30*time.Second, hl, c.args...)
+		if res.code != c.code || !strings.Contains(res.stderr, c.want) {
+			t.Errorf("heaplens %v: exit %d, stderr %q; want exit %d and %q", c.args, res.code, res.stderr, c.code, c.want)
+		}
+	}
+	stopped.cmd.Process.Signal(syscall.SIGCONT)
+	for _, tg := range []*target{st, sleeper, stopped} {
+		if res := tg.wait(t, 30*time.Second); res.code != 0 {
+			t.Errorf("%v after the refusals: %+v", tg.cmd.Args, res)
+		}
+	}
+	if res := st.res; res.stdout != "done\n" {
+		t.Errorf("the static program printed %q", res.stdout)
+	}
+}
+
+// TestAttachTwiceKillDetach: a second attach is refused while the first
+// runs; killing the first heaplens (SIGKILL) leaves the program running
+// as it would, and its session is closed by the library itself; a new
+// attach then works, and heaplens detach ends it.
+func TestAttachTwiceKillDetach(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "attachserver.c")
+	hl := heaplensBin(t)
+	bare := startTarget(t, filepath.Join(dir, "bare.log"), bin, "12", filepath.Join(dir, "bare.log"))
+	tg := startTarget(t, filepath.Join(dir, "attached.log"), bin, "12", filepath.Join(dir, "attached.log"))
+	tg.waitLog(t)
+	pid := strconv.Itoa(tg.pid())
+	before, _ := filepath.Glob("/dev/shm/heaplens-*")
+
+	first := exec.Command(hl, "attach", pid, "-o", filepath.Join(dir, "first.hlc"), "-q")
+	var firstErr syncBuffer
+	first.Stderr = &firstErr
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first attach to load the library", func() bool { return strings.Contains(firstErr.String(), "attached to pid") })
+	res := run(t, 30*time.Second, hl, "attach", pid, "-o", filepath.Join(dir, "second.hlc"))
+	if res.code != 1 || !strings.Contains(res.stderr, fmt.Sprintf("already attached to by heaplens (pid %d)", first.Process.Pid)) {
+		t.Errorf("second attach: exit %d, %q; want it refused naming pid %d", res.code, res.stderr, first.Process.Pid)
+	}
+	first.Process.Kill()
+	first.Wait()
+	// The library sees its agent gone within a second (at an allocation) and deletes its ring.
+	waitFor(t, "the killed session's ring directory to go", func() bool {
+		after, _ := filepath.Glob("/dev/shm/heaplens-*")
+		return len(after) <= len(before)
+	})
+
+	third := exec.Command(hl, "attach", pid, "-o", filepath.Join(dir, "third.hlc"), "-q")
+	var thirdErr syncBuffer
+	third.Stderr = &thirdErr
+	if err := third.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	res = run(t, 30*time.Second, hl, "detach", pid)
+	if res.code != 0 || !strings.Contains(res.stdout, fmt.Sprintf("asked heaplens (pid %d)", third.Process.Pid)) {
+		t.Errorf("detach: exit %d, %q %q", res.code, res.stdout, res.stderr)
+	}
+	if err := third.Wait(); err != nil {
+		t.Fatalf("the third attach after heaplens detach: %v\n%s", err, thirdErr.String())
+	}
+	checkLeakFound(t, filepath.Join(dir, "third.hlc"), tg.pid(), tg.log, 512<<10)
+	want, got := bare.wait(t, time.Minute), tg.wait(t, time.Minute)
+	if got != want || got.code != 0 {
+		t.Errorf("attached run differs from the bare run:\nbare:     %+v\nattached: %+v", want, got)
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if ok() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// syncBuffer is a bytes.Buffer that a test may read while a command writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
