@@ -11,8 +11,8 @@ const (
 
 	FlagInitDone       = 1
 	FlagForked         = 2
-	FlagBackingStopped = 4 // the file system could back only `backed` bytes: records past them were dropped
-	FlagNoUnwind       = 8 // forked while another thread was unwinding: no native stacks
+	FlagBackingStopped = 4  // the file system could back only `backed` bytes: records past them were dropped
+	FlagNoUnwind       = 8  // forked while another thread was unwinding: no native stacks
 	FlagAttached       = 16 // made by heaplens attach: sampling began at the ring's start
 	FlagDetached       = 32 // the attach session ended: nothing more is written
 
