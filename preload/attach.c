@@ -35,8 +35,9 @@
 #include "heaplens.h"
 #include "internal.h"
 
-EXPORT struct hl_control heaplens_control __attribute__((aligned(64)));
-#define CTL heaplens_control
+struct hl_control hl_ctl __attribute__((aligned(64)));
+extern struct hl_control heaplens_control __attribute__((alias("hl_ctl"), visibility("default")));
+#define CTL hl_ctl
 
 static struct blockset blocks; /* every sampled block */
 
@@ -244,9 +245,11 @@ static void end_session(uint64_t session, int orphaned)
 }
 
 /*
- * From every slow path (sample_slow): a session to start or to end? Three
- * loads when nothing changes; a clock read once a sample while a session
- * runs, and a kill(agent, 0) once a second. One thread at a time switches.
+ * From every slow path (sample_slow), where every thread comes at its next
+ * call after the agent raised the epoch: a session to end (stopped, its
+ * agent gone, or a newer one asked for) or to start? Four loads when
+ * nothing changed; a clock read once a sample while a session runs, and a
+ * kill(agent, 0) once a second. One thread at a time switches.
  */
 uint64_t attach_poll(void)
 {
@@ -256,18 +259,20 @@ uint64_t attach_poll(void)
 		SET_RELAXED(next_agent_check, now_ns(CLOCK_MONOTONIC) + 1000000000);
 		orphaned = kill((pid_t)RELAXED(CTL.agent_pid), 0) != 0 && errno == ESRCH;
 	}
-	int begin_now = !cur && start > RELAXED(CTL.ended);
-	if (!begin_now && !(cur && (stop == cur || orphaned)))
-		return cur;
-	if (__atomic_exchange_n(&switching, 1, __ATOMIC_ACQUIRE))
+	int change = cur ? stop == cur || start > cur || orphaned : start > RELAXED(CTL.ended);
+	if (!change || __atomic_exchange_n(&switching, 1, __ATOMIC_ACQUIRE))
 		return cur;
 	int saved = errno;
 	struct countdown cd = pause_sampling();
 	cur = RELAXED(CTL.session);
-	if (!cur && start > RELAXED(CTL.ended))
-		begin_session(start);
-	else if (cur && (RELAXED(CTL.stop) == cur || orphaned))
+	if (cur && (RELAXED(CTL.stop) == cur || start > cur || orphaned))
 		end_session(cur, orphaned);
+	if (!RELAXED(CTL.session) && start > RELAXED(CTL.ended)) {
+		if (RELAXED(CTL.stop) == start) /* stopped before it began */
+			SET_RELAXED(CTL.ended, start);
+		else
+			begin_session(start);
+	}
 	resume_sampling(cd);
 	errno = saved;
 	cur = __atomic_load_n(&CTL.session, __ATOMIC_ACQUIRE);

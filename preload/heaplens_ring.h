@@ -174,7 +174,8 @@ struct hl_control {
 	uint64_t seed;      /* agent: 0 draws one */
 	uint64_t ring_size; /* agent: data bytes, a power of two */
 	uint64_t flags;     /* agent: HL_CTL_* */
-	uint8_t pad[48];
+	uint64_t epoch;     /* agent: raised after each write of start or stop: every hook's next call notices */
+	uint8_t pad[40];
 	char dir[HL_CONTROL_DIR];        /* agent: the session directory, NUL-terminated */
 	uint64_t hook[HL_CONTROL_HOOKS]; /* library: our definitions */
 	uint64_t real[HL_CONTROL_HOOKS]; /* library: the definitions they call, 0 unknown */

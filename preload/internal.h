@@ -128,6 +128,7 @@ struct tls {
 	uint64_t open_token;
 	uint64_t creator;       /* in a Python process, the token of the thread that created this one (pools.c) */
 	uint64_t session;       /* attached: the session this thread's sampler was set up for */
+	uint64_t epoch;         /* attached: heaplens_control.epoch when this thread last looked */
 	uintptr_t frames[HL_MAX_FRAMES];
 	uint64_t py[2 * HL_MAX_PYFRAMES]; /* code pointer, position word: see heaplens_ring.h */
 };
@@ -233,12 +234,15 @@ void heapstats_atfork_child(void);
  * label the caller must call sample_slow(n) to decide.
  */
 #ifdef HEAPLENS_ATTACH
-#define COUNTDOWN_OR_GOTO(n, label)                             \
-	do {                                                    \
-		int64_t *r_ = &tls.remaining, old_ = *r_;       \
-		*r_ = old_ - (int64_t)(n);                      \
-		if (old_ <= (int64_t)(n))                       \
-			goto label;                             \
+/* Attached, a new epoch (a session starts or ends) sends every thread's next call to the slow path. */
+extern struct hl_control hl_ctl; /* attach.c; exported as heaplens_control */
+#define COUNTDOWN_OR_GOTO(n, label)                                                         \
+	do {                                                                                \
+		struct tls *t_ = &tls;                                                      \
+		int64_t old_ = t_->remaining;                                               \
+		t_->remaining = old_ - (int64_t)(n);                                        \
+		if (old_ <= (int64_t)(n) || t_->epoch != RELAXED(hl_ctl.epoch))         \
+			goto label;                                                         \
 	} while (0)
 #else
 #define COUNTDOWN_OR_GOTO(n, label)                                              \

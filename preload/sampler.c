@@ -43,6 +43,7 @@ COLD int sample_slow(size_t n)
 		return 0;
 	}
 #ifdef HEAPLENS_ATTACH
+	tls.epoch = RELAXED(hl_ctl.epoch);
 	uint64_t session = attach_poll();
 	if (session != tls.session) /* a session began or ended since this thread last looked */
 		tls.init = 0, tls.session = session;

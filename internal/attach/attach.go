@@ -100,16 +100,17 @@ func Start(pid int, lib string, set Settings, slow func(string)) (*Session, erro
 		if c.agent != os.Getpid() && alive(c.agent) {
 			return nil, &ErrAttached{PID: pid, Agent: c.agent}
 		}
-		// Its heaplens was killed: end that session first.
-		if err := endSession(mem, s.ctl, c.session, 2*time.Second); err != nil {
-			return nil, fmt.Errorf("attach: an earlier session (whose heaplens is gone) is still open in process %d; it ends at the process's next allocation: try again", pid)
+		// Its heaplens is gone (or ended without the library seeing it): the
+		// library ends it at its next call, before it starts this one.
+		if err := signal(mem, s.ctl, ring.CtlStop, c.session); err != nil {
+			return nil, err
 		}
 	}
-	s.Number = max(c.start, c.ended) + 1
+	s.Number = max(c.start, c.ended, c.session) + 1
 	if err := writeSettings(mem, s.ctl, set); err != nil {
 		return nil, err
 	}
-	if err := put(mem, s.ctl+ring.CtlStart, s.Number); err != nil {
+	if err := signal(mem, s.ctl, ring.CtlStart, s.Number); err != nil {
 		return nil, err
 	}
 	p, err := gotpatch.New(pid, s.hooks, skipModule)
@@ -158,8 +159,10 @@ func (s *Session) Follow(pids []int) error {
 }
 
 // Stop ends the session in every process of it: the library is told to
-// stop, which it does at its next allocation (it is waited for up to a
-// second), then the GOT entries go back to what they held.
+// stop, which it does at the next call of any hook (that is waited for, up
+// to a second: a process that calls none meanwhile ends it when it next
+// does, or at the next attach), then the GOT entries go back to what they
+// held.
 func (s *Session) Stop() error {
 	for pid := range s.procs {
 		s.stopIn(pid)
@@ -189,9 +192,22 @@ func (s *Session) Stop() error {
 
 func (s *Session) stopIn(pid int) {
 	if mem, err := procmaps.OpenMem(pid, true); err == nil {
-		put(mem, s.ctl+ring.CtlStop, s.Number)
+		signal(mem, s.ctl, ring.CtlStop, s.Number)
 		mem.Close()
 	}
+}
+
+// signal writes a session number to start or stop, then raises the epoch:
+// every hook's next call looks at them.
+func signal(mem *procmaps.Mem, ctl uint64, field, n uint64) error {
+	if err := put(mem, ctl+field, n); err != nil {
+		return err
+	}
+	e, err := mem.Word(ctl + ring.CtlEpoch)
+	if err != nil {
+		return err
+	}
+	return put(mem, ctl+ring.CtlEpoch, e+1)
 }
 
 // Detach ends the session in pid for `heaplens detach`: when its heaplens
@@ -234,23 +250,11 @@ func Detach(pid int, lib string) (agent int, err error) {
 		return 0, err
 	}
 	defer p.Close()
-	if _, err := p.Restore(); err != nil {
+	if err := signal(mem, ctl, ring.CtlStop, c.session); err != nil {
 		return 0, err
 	}
-	return 0, put(mem, ctl+ring.CtlStop, c.session)
-}
-
-// endSession asks the library to end session n and waits for it.
-func endSession(mem *procmaps.Mem, ctl, n uint64, wait time.Duration) error {
-	if err := put(mem, ctl+ring.CtlStop, n); err != nil {
-		return err
-	}
-	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if v, err := mem.Word(ctl + ring.CtlSession); err != nil || v != n {
-			return err
-		}
-	}
-	return errors.New("the session did not end")
+	_, err = p.Restore()
+	return 0, err
 }
 
 // findLibrary returns the mapped module of lib in pid, nil if it is not

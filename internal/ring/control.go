@@ -19,6 +19,7 @@ const (
 	CtlSeed     = 64
 	CtlRingSize = 72
 	CtlFlags    = 80
+	CtlEpoch    = 88 // agent: raised after start or stop, so that every hook's next call looks
 	CtlDir      = 136
 	CtlHook     = CtlDir + ControlDirSize
 	CtlReal     = CtlHook + 8*ControlHooks

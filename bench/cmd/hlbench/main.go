@@ -4,14 +4,15 @@
 //
 // Run it from the repository root after `make`:
 //
-//	go run ./bench/cmd/hlbench [flags] [malloc] [python] [compare]
+//	go run ./bench/cmd/hlbench [flags] [malloc] [python] [compare] [attach]
 //
 //	malloc   the cost of malloc+free pairs and of one sample (malloccost)
 //	python   the cost of one sample with Python frames (pycost)
 //	compare  whole workloads against bare runs, heaptrack and memray;
 //	         estimates against exact runs; scale; start-up (compare)
+//	attach   the pause heaplens attach makes in a process (attachcost)
 //
-// With no benchmark named, all three run in that order.
+// With no benchmark named, all four run in that order.
 package main
 
 import (
@@ -21,6 +22,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/heaplens/heaplens/bench/internal/attachcost"
 	"github.com/heaplens/heaplens/bench/internal/compare"
 	"github.com/heaplens/heaplens/bench/internal/harness"
 	"github.com/heaplens/heaplens/bench/internal/malloccost"
@@ -34,7 +36,7 @@ func main() {
 func realMain(args []string) int {
 	fs := flag.NewFlagSet("hlbench", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: hlbench [flags] [malloc] [python] [compare]\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: hlbench [flags] [malloc] [python] [compare] [attach]\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	var c harness.Common
@@ -65,14 +67,15 @@ func realMain(args []string) int {
 		"malloc":  func() error { return malloccost.Run(c) },
 		"python":  func() error { return pycost.Run(c) },
 		"compare": func() error { return compare.Run(c, x) },
+		"attach":  func() error { return attachcost.Run(c) },
 	}
 	names := fs.Args()
 	if len(names) == 0 {
-		names = []string{"malloc", "python", "compare"}
+		names = []string{"malloc", "python", "compare", "attach"}
 	}
 	for _, n := range names {
 		if benches[n] == nil {
-			fmt.Fprintf(os.Stderr, "hlbench: unknown benchmark %q (malloc, python or compare)\n", n)
+			fmt.Fprintf(os.Stderr, "hlbench: unknown benchmark %q (malloc, python, compare or attach)\n", n)
 			return 2
 		}
 	}
