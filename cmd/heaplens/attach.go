@@ -21,6 +21,7 @@ func attachCmd(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.NoFollow, "no-follow", false, "profile the process only, not the children it forks while attached")
 	fs.BoolVar(&o.NoPython, "no-python", false, "record native frames only: no Python frames, no PyMem hooks")
 	fs.BoolVar(&o.NativePythonInternals, "native-python-internals", false, "keep the interpreter's own native frames between Python frames")
+	fs.StringVar(&o.Library, "library", "", "for heaplens's own tests: an absolute path to a libheaplens-attach*.so to load instead of the built-in one")
 	quiet := fs.Bool("q", false, "no summary at the detach")
 	live := fs.Bool("live", false, "serve the web UI while attached (the URL is printed on standard error)")
 	liveAddr := fs.String("live-addr", "127.0.0.1:0", "address of the --live web UI (port 0 picks a free port)")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -28,10 +29,13 @@ type AttachOptions struct {
 	NoFollow bool
 	// NativePythonInternals keeps the interpreter's own frames in stacks with Python frames.
 	NativePythonInternals bool
-	Version               string
-	Log                   io.Writer
-	Started               func(capture string)
-	Observer              capture.Observer
+	// Library, if set, is the libheaplens-attach*.so to load instead of the
+	// embedded one (a sanitizer build, in the tests).
+	Library  string
+	Version  string
+	Log      io.Writer
+	Started  func(capture string)
+	Observer capture.Observer
 }
 
 // AttachResult is what an attach session produced.
@@ -53,9 +57,14 @@ func Attach(o AttachOptions) (*AttachResult, error) {
 	if err := CheckRingSize(o.RingSize); o.RingSize != 0 && err != nil {
 		return nil, err
 	}
-	lib, err := AttachLibraryPath()
-	if err != nil {
-		return nil, err
+	lib := o.Library
+	if lib == "" {
+		var err error
+		if lib, err = AttachLibraryPath(); err != nil {
+			return nil, err
+		}
+	} else if !strings.HasPrefix(filepath.Base(lib), "libheaplens-attach") || !filepath.IsAbs(lib) {
+		return nil, fmt.Errorf("--library %s: give the absolute path of a libheaplens-attach*.so", lib)
 	}
 	if err := attach.Check(o.PID, lib); err != nil {
 		return nil, err

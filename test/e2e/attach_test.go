@@ -451,3 +451,41 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestAttachSanitized: the attach library built with UndefinedBehaviorSanitizer
+// (aborting at the first finding), attached to the threaded C server 5 times
+// at each rate: it runs as undisturbed, and each session finds its leak.
+func TestAttachSanitized(t *testing.T) {
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "libheaplens-attach-ubsan.so")
+	args := []string{"-O2", "-g", "-fsanitize=undefined", "-fno-sanitize-recover=all", "-std=c11", "-fPIC", "-shared",
+		"-fvisibility=hidden", "-DHEAPLENS_ATTACH", "-mtls-dialect=gnu2", "-Wl,-Bsymbolic-functions",
+		"-Wall", "-Wextra", "-Werror", "-Wl,-z,now", "-o", lib}
+	for _, s := range append(harnessSources, "preload/openmp.c") {
+		args = append(args, filepath.Join(root, s))
+	}
+	if b, err := exec.Command("gcc", append(args, "-lm", "-lgcc_s")...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, b)
+	}
+	bin := build(t, dir, "attachserver.c")
+	bare := startTarget(t, filepath.Join(dir, "bare.log"), bin, "15", filepath.Join(dir, "bare.log"))
+	tg := startTarget(t, filepath.Join(dir, "attached.log"), bin, "15", filepath.Join(dir, "attached.log"))
+	tg.waitLog(t)
+	for i, rate := range []string{"512KiB", "1", "512KiB", "1", "512KiB", "1", "512KiB", "1", "512KiB", "1"} {
+		capPath := filepath.Join(dir, fmt.Sprintf("ubsan-%d.hlc", i))
+		res := run(t, time.Minute, heaplensBin(t), "attach", strconv.Itoa(tg.pid()), "--library", lib, "--rate", rate,
+			"--duration", "1s", "-o", capPath, "-q")
+		if res.code != 0 {
+			t.Fatalf("attach %d: exit %d\n%s", i, res.code, res.stderr)
+		}
+		r, _ := strconv.ParseFloat(strings.TrimSuffix(rate, "KiB"), 64)
+		if rate != "1" {
+			r *= 1024
+		}
+		checkLeakFound(t, capPath, tg.pid(), tg.log, r)
+	}
+	want, got := bare.wait(t, time.Minute), tg.wait(t, time.Minute)
+	if got != want || got.code != 0 {
+		t.Errorf("attached run (UBSan library) differs from the bare run:\nbare:     %+v\nattached: %+v", want, got)
+	}
+}
