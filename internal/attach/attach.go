@@ -55,7 +55,7 @@ func (e *ErrAttached) Error() string {
 // Start attaches to pid: lib is the path of libheaplens-attach.so. slow
 // hears of a dlopen that takes long.
 func Start(pid int, lib string, set Settings, slow func(string)) (*Session, error) {
-	if err := Check(pid, lib); err != nil {
+	if err := Check(pid); err != nil {
 		return nil, err
 	}
 	s := &Session{PID: pid, procs: map[int]*gotpatch.Patcher{}}
@@ -213,7 +213,7 @@ func signal(mem *procmaps.Mem, ctl uint64, field, n uint64) error {
 // Detach ends the session in pid for `heaplens detach`: when its heaplens
 // runs, it is asked to (SIGINT) and its pid returned; when it is gone, the
 // session is ended here (agent 0).
-func Detach(pid int, lib string) (agent int, err error) {
+func Detach(pid int) (agent int, err error) {
 	mod, err := findAnyLibrary(pid)
 	if err != nil {
 		return 0, err

@@ -14,7 +14,7 @@ import (
 
 // Check says, in words a user can act on, why pid cannot be attached to.
 // It changes nothing in the process.
-func Check(pid int, lib string) error {
+func Check(pid int) error {
 	if pid <= 0 {
 		return fmt.Errorf("%d is not a process id", pid)
 	}

@@ -89,19 +89,33 @@ func (m Module) Open(pid int) (*File, error) {
 			f.Close()
 			return nil, fmt.Errorf("%s: %d bytes, too large to read", m.Path, st.Size)
 		}
-		ef, perr := elf.NewFile(f)
-		if perr != nil {
-			f.Close()
-			return nil, fmt.Errorf("%s: %w", m.Path, perr)
-		}
-		out := &File{File: ef, f: f}
-		if err := out.findBias(m); err != nil {
+		out, err := newFile(f, m)
+		if err != nil {
 			f.Close()
 			return nil, err
 		}
 		return out, nil
 	}
 	return nil, fmt.Errorf("%s: %w", m.Path, err)
+}
+
+// newFile parses the module's file. The file is the process's: a
+// malformed one is an error, never a panic of the parser.
+func newFile(f *os.File, m Module) (out *File, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("%s: malformed ELF file (%v)", m.Path, r)
+		}
+	}()
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", m.Path, err)
+	}
+	out = &File{File: ef, f: f}
+	if err := out.findBias(m); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (f *File) findBias(m Module) error {
@@ -125,12 +139,17 @@ const pageSize = 4096
 // Symbols returns the load addresses of the named functions and objects
 // this module defines in its dynamic symbol table (the first of several
 // versions).
-func (f *File) Symbols(names ...string) map[string]uint64 {
+func (f *File) Symbols(names ...string) (out map[string]uint64) {
+	defer func() {
+		if recover() != nil {
+			out = nil
+		}
+	}()
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
 	}
-	out := map[string]uint64{}
+	out = map[string]uint64{}
 	syms, _ := f.DynamicSymbols()
 	for _, s := range syms {
 		if !want[s.Name] || s.Section == elf.SHN_UNDEF || s.Value == 0 {
@@ -155,7 +174,12 @@ const maxRelocs = 1 << 24
 
 // Slots returns the GOT entries of this module that name one of names:
 // JUMP_SLOT and GLOB_DAT relocations, read through the dynamic section.
-func (f *File) Slots(names map[string]bool) ([]Slot, error) {
+func (f *File) Slots(names map[string]bool) (out []Slot, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("malformed ELF file (%v)", r)
+		}
+	}()
 	syms, err := f.DynamicSymbols()
 	if err != nil {
 		if errors.Is(err, elf.ErrNoSymbols) {
@@ -163,7 +187,6 @@ func (f *File) Slots(names map[string]bool) ([]Slot, error) {
 		}
 		return nil, err
 	}
-	var out []Slot
 	for _, t := range [][2]elf.DynTag{{elf.DT_JMPREL, elf.DT_PLTRELSZ}, {elf.DT_RELA, elf.DT_RELASZ}} {
 		at, err1 := f.DynValue(t[0])
 		size, err2 := f.DynValue(t[1])

@@ -1,7 +1,6 @@
 package launch
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -66,7 +65,7 @@ func Attach(o AttachOptions) (*AttachResult, error) {
 	} else if !strings.HasPrefix(filepath.Base(lib), "libheaplens-attach") || !filepath.IsAbs(lib) {
 		return nil, fmt.Errorf("--library %s: give the absolute path of a libheaplens-attach*.so", lib)
 	}
-	if err := attach.Check(o.PID, lib); err != nil {
+	if err := attach.Check(o.PID); err != nil {
 		return nil, err
 	}
 	dir, err := sessionDir()
@@ -210,13 +209,7 @@ const followEvery = 250 * time.Millisecond
 // Detach ends the attach session in pid (heaplens detach): it asks the
 // heaplens attached to it to stop, or ends the session itself when that
 // heaplens was killed. It returns the pid of the heaplens asked, 0 if none.
-func Detach(pid int) (int, error) {
-	lib, err := AttachLibraryPath()
-	if err != nil && !errors.Is(err, ErrNoLibrary) {
-		return 0, err
-	}
-	return attach.Detach(pid, lib)
-}
+func Detach(pid int) (int, error) { return attach.Detach(pid) }
 
 // shareDir lets the process create its ring in dir when it runs as
 // another user than heaplens (root attaching to a service).

@@ -5,10 +5,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -487,5 +490,38 @@ func TestAttachSanitized(t *testing.T) {
 	want, got := bare.wait(t, time.Minute), tg.wait(t, time.Minute)
 	if got != want || got.code != 0 {
 		t.Errorf("attached run (UBSan library) differs from the bare run:\nbare:     %+v\nattached: %+v", want, got)
+	}
+}
+
+// TestAttachLive: heaplens attach --live serves the web UI while attached,
+// and its leaks view names the leak.
+func TestAttachLive(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "attachserver.c")
+	tg := startTarget(t, filepath.Join(dir, "log"), bin, "10", filepath.Join(dir, "log"))
+	tg.waitLog(t)
+	cmd := exec.Command(heaplensBin(t), "attach", strconv.Itoa(tg.pid()), "--live", "--duration", "4s", "-q", "-o", filepath.Join(dir, "live.hlc"))
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	urlRe := regexp.MustCompile(`http://127\.0\.0\.1:\d+/`)
+	waitFor(t, "the live web UI's address", func() bool { return urlRe.MatchString(stderr.String()) })
+	time.Sleep(2 * time.Second)
+	resp, err := http.Get(urlRe.FindString(stderr.String()) + "api/profile?view=leaks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "leak_slowly") {
+		t.Errorf("live leaks view while attached: %s\n%.400s", resp.Status, body)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("heaplens attach --live: %v\n%s", err, stderr.String())
+	}
+	if res := tg.wait(t, time.Minute); res.code != 0 {
+		t.Errorf("target: %+v", res)
 	}
 }
