@@ -138,9 +138,8 @@ func Attach(o AttachOptions) (*AttachResult, error) {
 	}
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
-	lastFlush, lastRSS, lastResident, lastFollow := time.Now(), time.Time{}, time.Now(), time.Now()
-	rss := newRSSSampler()
-	var collectErr error
+	p := newPoller(col, w)
+	lastFollow := time.Now()
 loop:
 	for {
 		select {
@@ -155,9 +154,7 @@ loop:
 				res.Ended = "the process ended"
 				break loop
 			}
-			if collectErr == nil {
-				collectErr = col.Poll(false)
-			}
+			p.tick()
 			if time.Since(lastFollow) >= followEvery {
 				var pids []int
 				for _, pid := range col.Live() {
@@ -168,22 +165,11 @@ loop:
 				}
 				lastFollow = time.Now()
 			}
-			if collectErr == nil && time.Since(lastRSS) >= rssEvery {
-				collectErr = rss.sample(w, col.Live())
-				lastRSS = time.Now()
-			}
-			if collectErr == nil && time.Since(lastResident) >= residentEvery {
-				collectErr = col.ReadResidency()
-				lastResident = time.Now()
-			}
-			if time.Since(lastFlush) >= flushEvery {
-				w.Flush()
-				lastFlush = time.Now()
-			}
 		}
 	}
 	stopErr := sess.Stop()
 	res.Window = time.Since(began)
+	collectErr := p.err
 	if collectErr == nil {
 		collectErr = col.Poll(true)
 	}
@@ -192,7 +178,7 @@ loop:
 	}
 	res.Streams = col.Streams()
 	res.Warnings = col.Warnings()
-	res.PeakRSS = rss.peak
+	res.PeakRSS = p.rss.peak
 	if stopErr != nil {
 		res.Warnings = append(res.Warnings, "detaching: "+stopErr.Error())
 	}

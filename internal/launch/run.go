@@ -155,13 +155,11 @@ func Run(o Options) (*Result, error) {
 	go func() { res = wait(cmd, nil); close(done) }()
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
-	lastFlush, lastRSS, lastResident := time.Now(), time.Time{}, time.Now()
-	rss := newRSSSampler()
+	p := newPoller(col, w)
 	var watch *unprofiled
 	if !o.NoFollow { // without following, children are unprofiled by request
 		watch = newUnprofiled(cmd.Process.Pid, lib)
 	}
-	var collectErr error
 loop:
 	for {
 		select {
@@ -170,33 +168,19 @@ loop:
 		case sig := <-signals:
 			relay(cmd.Process, sig)
 		case <-tick.C:
-			if collectErr == nil {
-				collectErr = col.Poll(false)
-			}
-			if collectErr == nil && time.Since(lastRSS) >= rssEvery {
-				collectErr = rss.sample(w, col.Live())
-				lastRSS = time.Now()
-				if watch != nil {
-					notes, execd := watch.scan(col.Images())
-					for _, n := range notes {
-						col.Warn(n)
-					}
-					for _, pid := range execd {
-						col.Execd(pid)
-					}
+			if p.tick() && watch != nil {
+				notes, execd := watch.scan(col.Images())
+				for _, n := range notes {
+					col.Warn(n)
 				}
-			}
-			if collectErr == nil && time.Since(lastResident) >= residentEvery {
-				collectErr = col.ReadResidency()
-				lastResident = time.Now()
-			}
-			if time.Since(lastFlush) >= flushEvery {
-				w.Flush()
-				lastFlush = time.Now()
+				for _, pid := range execd {
+					col.Execd(pid)
+				}
 			}
 		}
 	}
 	col.SetExit(cmd.Process.Pid, cmd.ProcessState.Sys().(syscall.WaitStatus))
+	collectErr := p.err
 	if collectErr == nil {
 		collectErr = col.Poll(true)
 	}
@@ -206,11 +190,47 @@ loop:
 	res.Capture = out
 	res.Streams = col.Streams()
 	res.Warnings = col.Warnings()
-	res.PeakRSS = rss.peak
+	res.PeakRSS = p.rss.peak
 	if collectErr != nil {
 		return res, fmt.Errorf("collecting the profile: %w", collectErr)
 	}
 	return res, nil
+}
+
+// poller is what the agent does on every tick while a run or an attach
+// session goes on: drain the rings, read RSS and residency each at its
+// pace, flush the capture once a second. The first error stops the
+// collecting (err); the flushing goes on.
+type poller struct {
+	col                              *collect.Collector
+	w                                *capture.Writer
+	rss                              *rssSampler
+	lastFlush, lastRSS, lastResident time.Time
+	err                              error
+}
+
+func newPoller(col *collect.Collector, w *capture.Writer) *poller {
+	return &poller{col: col, w: w, rss: newRSSSampler(), lastFlush: time.Now(), lastResident: time.Now()}
+}
+
+// tick does one round; it reports whether RSS was read (every rssEvery).
+func (p *poller) tick() (rssRound bool) {
+	if p.err == nil {
+		p.err = p.col.Poll(false)
+	}
+	if p.err == nil && time.Since(p.lastRSS) >= rssEvery {
+		p.err = p.rss.sample(p.w, p.col.Live())
+		p.lastRSS, rssRound = time.Now(), true
+	}
+	if p.err == nil && time.Since(p.lastResident) >= residentEvery {
+		p.err = p.col.ReadResidency()
+		p.lastResident = time.Now()
+	}
+	if time.Since(p.lastFlush) >= flushEvery {
+		p.w.Flush()
+		p.lastFlush = time.Now()
+	}
+	return rssRound
 }
 
 func command(o Options, path string) *exec.Cmd {

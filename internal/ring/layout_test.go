@@ -77,7 +77,7 @@ func TestLayoutMatchesC(t *testing.T) {
 		"offsetof(struct hl_control, rate)": CtlRate, "offsetof(struct hl_control, seed)": CtlSeed,
 		"offsetof(struct hl_control, ring_size)": CtlRingSize, "offsetof(struct hl_control, flags)": CtlFlags,
 		"offsetof(struct hl_control, epoch)": CtlEpoch,
-		"offsetof(struct hl_control, dir)": CtlDir, "offsetof(struct hl_control, hook)": CtlHook,
+		"offsetof(struct hl_control, dir)":   CtlDir, "offsetof(struct hl_control, hook)": CtlHook,
 		"offsetof(struct hl_control, real)": CtlReal, "offsetof(struct hl_control, name)": CtlName,
 	}
 	var src strings.Builder

@@ -59,6 +59,30 @@ func startTarget(t *testing.T, log string, name string, args ...string) *target 
 
 func (tg *target) pid() int { return tg.cmd.Process.Pid }
 
+// twins starts a program twice, one to run undisturbed and one to attach
+// to; with logged, each gets its own side log as its last argument.
+func twins(t *testing.T, dir string, logged bool, name string, args ...string) (bare, tg *target) {
+	t.Helper()
+	if !logged {
+		return startTarget(t, "", name, args...), startTarget(t, "", name, args...)
+	}
+	b, a := filepath.Join(dir, "bare.log"), filepath.Join(dir, "attached.log")
+	bare = startTarget(t, b, name, append(args, b)...)
+	tg = startTarget(t, a, name, append(args, a)...)
+	tg.waitLog(t)
+	return bare, tg
+}
+
+// sameAsBare waits for both and checks that the attached one printed and
+// exited exactly as the undisturbed one, successfully.
+func sameAsBare(t *testing.T, bare, tg *target) {
+	t.Helper()
+	want, got := bare.wait(t, 2*time.Minute), tg.wait(t, 2*time.Minute)
+	if got != want || got.code != 0 {
+		t.Errorf("attached run differs from the bare run:\nbare:     %+v\nattached: %+v", want, got)
+	}
+}
+
 func (tg *target) running() bool {
 	select {
 	case <-tg.done:
@@ -202,15 +226,10 @@ func TestAttachCServer(t *testing.T) {
 	dir := t.TempDir()
 	bin := build(t, dir, "attachserver.c")
 	const seconds = "45"
-	bare := startTarget(t, filepath.Join(dir, "bare.log"), bin, seconds, filepath.Join(dir, "bare.log"))
-	tg := startTarget(t, filepath.Join(dir, "attached.log"), bin, seconds, filepath.Join(dir, "attached.log"))
-	tg.waitLog(t)
+	bare, tg := twins(t, dir, true, bin, seconds)
 	attachSessions(t, dir, tg, 20, time.Second, "512KiB")
 	attachSessions(t, dir, tg, 20, 300*time.Millisecond, "1")
-	want, got := bare.wait(t, 2*time.Minute), tg.wait(t, 2*time.Minute)
-	if got != want || got.code != 0 {
-		t.Errorf("attached run differs from the bare run:\nbare:     %+v\nattached: %+v", want, got)
-	}
+	sameAsBare(t, bare, tg)
 	t.Logf("worst lateness of the main loop's 10 ms sleeps: bare %s, attached %s", lastLine(t, bare.log), lastLine(t, tg.log))
 }
 
@@ -237,15 +256,10 @@ func TestAttachPythonServer(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			bare := startTarget(t, filepath.Join(dir, "bare.log"), py, script, seconds, filepath.Join(dir, "bare.log"))
-			tg := startTarget(t, filepath.Join(dir, "attached.log"), py, script, seconds, filepath.Join(dir, "attached.log"))
-			tg.waitLog(t)
+			bare, tg := twins(t, dir, true, py, script, seconds)
 			attachSessions(t, dir, tg, sessions, time.Second, "512KiB")
 			attachSessions(t, dir, tg, sessions, 300*time.Millisecond, "1")
-			want, got := bare.wait(t, 2*time.Minute), tg.wait(t, 2*time.Minute)
-			if got != want || got.code != 0 {
-				t.Errorf("attached run differs from the bare run:\nbare:     %+v\nattached: %+v", want, got)
-			}
+			sameAsBare(t, bare, tg)
 		})
 	}
 }
@@ -261,19 +275,23 @@ func attachFor(t *testing.T, dir string, pid int, d time.Duration, rate string) 
 	return capPath
 }
 
+// stormSession runs attachstorm with args twice, attaches to one for 2 s
+// at rate a second after its start, and checks that it ran as the other.
+func stormSession(t *testing.T, rate string, args ...string) (capPath string, pid int) {
+	t.Helper()
+	dir := t.TempDir()
+	bin := build(t, dir, "attachstorm.c", "-fopenmp")
+	bare, tg := twins(t, dir, false, bin, args...)
+	time.Sleep(time.Second)
+	capPath = attachFor(t, dir, tg.pid(), 2*time.Second, rate)
+	sameAsBare(t, bare, tg)
+	return capPath, tg.pid()
+}
+
 // TestAttachForkStorm: attached in the middle of a fork storm, the program
 // runs as it would; the children forked meanwhile are profiled too.
 func TestAttachForkStorm(t *testing.T) {
-	dir := t.TempDir()
-	bin := build(t, dir, "attachstorm.c", "-fopenmp")
-	bare := startTarget(t, "", bin, "fork", "1500")
-	tg := startTarget(t, "", bin, "fork", "1500")
-	time.Sleep(time.Second)
-	capPath := attachFor(t, dir, tg.pid(), 2*time.Second, "1")
-	want, got := bare.wait(t, 2*time.Minute), tg.wait(t, 2*time.Minute)
-	if got != want || got.code != 0 {
-		t.Errorf("attached run differs from the bare run:\nbare:     %+v\nattached: %+v", want, got)
-	}
+	capPath, pid := stormSession(t, "1", "fork", "1500")
 	c, err := capture.Load(capPath)
 	if err != nil {
 		t.Fatal(err)
@@ -281,20 +299,27 @@ func TestAttachForkStorm(t *testing.T) {
 	// At --rate 1 every child that exited meanwhile recorded child_keep's 10 blocks
 	// of 1000 bytes (by size: a child forked while a thread unwound has no native frames).
 	kept := map[uint32]int{}
+	last := map[uint32]int64{} // the parent's threads sample until the session ends
 	for _, a := range c.Allocs {
 		if a.Size == 1000 {
 			kept[a.Stream]++
 		}
+		last[a.Stream] = max(last[a.Stream], a.TimeNano)
 	}
-	_, detached := attachWindow(t, capPath, tg.pid())
+	var stopped int64
+	for _, p := range c.Processes {
+		if p.PID == pid {
+			stopped = last[p.Stream]
+		}
+	}
 	children := 0
 	for _, p := range c.Processes {
-		if p.PPID != tg.pid() {
+		if p.PPID != pid {
 			continue
 		}
 		children++
 		// One forked as the session ended stops with it (it inherits the stop).
-		if e := c.Ends[p.Stream]; e != nil && e.Known && p.StartMonoNano < detached-int64(100*time.Millisecond) && kept[p.Stream] < 10 {
+		if e := c.Ends[p.Stream]; e != nil && e.Known && p.StartMonoNano < stopped-int64(10*time.Millisecond) && kept[p.Stream] < 10 {
 			t.Errorf("child %d: %d blocks of 1000 bytes recorded, want 10", p.PID, kept[p.Stream])
 		}
 	}
@@ -307,16 +332,7 @@ func TestAttachForkStorm(t *testing.T) {
 // TestAttachOpenMP: attached in the middle of OpenMP regions, the teams
 // keep their size and compute the same; the workers' allocations are seen.
 func TestAttachOpenMP(t *testing.T) {
-	dir := t.TempDir()
-	bin := build(t, dir, "attachstorm.c", "-fopenmp")
-	bare := startTarget(t, "", bin, "omp", "200")
-	tg := startTarget(t, "", bin, "omp", "200")
-	time.Sleep(time.Second)
-	capPath := attachFor(t, dir, tg.pid(), 2*time.Second, "64KiB")
-	want, got := bare.wait(t, 2*time.Minute), tg.wait(t, 2*time.Minute)
-	if got != want || got.code != 0 {
-		t.Errorf("attached run differs from the bare run:\nbare:     %+v\nattached: %+v", want, got)
-	}
+	capPath, _ := stormSession(t, "64KiB", "omp", "200")
 	if s := report(t, capPath, "allocs").stacksWith("region._omp_fn"); len(s) == 0 {
 		t.Error("no allocation of the OpenMP regions was seen while attached")
 	}
@@ -381,9 +397,7 @@ func TestAttachTwiceKillDetach(t *testing.T) {
 	dir := t.TempDir()
 	bin := build(t, dir, "attachserver.c")
 	hl := heaplensBin(t)
-	bare := startTarget(t, filepath.Join(dir, "bare.log"), bin, "12", filepath.Join(dir, "bare.log"))
-	tg := startTarget(t, filepath.Join(dir, "attached.log"), bin, "12", filepath.Join(dir, "attached.log"))
-	tg.waitLog(t)
+	bare, tg := twins(t, dir, true, bin, "12")
 	pid := strconv.Itoa(tg.pid())
 	before, _ := filepath.Glob("/dev/shm/heaplens-*")
 
@@ -421,10 +435,7 @@ func TestAttachTwiceKillDetach(t *testing.T) {
 		t.Fatalf("the third attach after heaplens detach: %v\n%s", err, thirdErr.String())
 	}
 	checkLeakFound(t, filepath.Join(dir, "third.hlc"), tg.pid(), tg.log, 512<<10)
-	want, got := bare.wait(t, time.Minute), tg.wait(t, time.Minute)
-	if got != want || got.code != 0 {
-		t.Errorf("attached run differs from the bare run:\nbare:     %+v\nattached: %+v", want, got)
-	}
+	sameAsBare(t, bare, tg)
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {
@@ -471,9 +482,7 @@ func TestAttachSanitized(t *testing.T) {
 		t.Fatalf("gcc: %v\n%s", err, b)
 	}
 	bin := build(t, dir, "attachserver.c")
-	bare := startTarget(t, filepath.Join(dir, "bare.log"), bin, "15", filepath.Join(dir, "bare.log"))
-	tg := startTarget(t, filepath.Join(dir, "attached.log"), bin, "15", filepath.Join(dir, "attached.log"))
-	tg.waitLog(t)
+	bare, tg := twins(t, dir, true, bin, "15")
 	for i, rate := range []string{"512KiB", "1", "512KiB", "1", "512KiB", "1", "512KiB", "1", "512KiB", "1"} {
 		capPath := filepath.Join(dir, fmt.Sprintf("ubsan-%d.hlc", i))
 		res := run(t, time.Minute, heaplensBin(t), "attach", strconv.Itoa(tg.pid()), "--library", lib, "--rate", rate,
@@ -487,10 +496,7 @@ func TestAttachSanitized(t *testing.T) {
 		}
 		checkLeakFound(t, capPath, tg.pid(), tg.log, r)
 	}
-	want, got := bare.wait(t, time.Minute), tg.wait(t, time.Minute)
-	if got != want || got.code != 0 {
-		t.Errorf("attached run (UBSan library) differs from the bare run:\nbare:     %+v\nattached: %+v", want, got)
-	}
+	sameAsBare(t, bare, tg)
 }
 
 // TestAttachLive: heaplens attach --live serves the web UI while attached,
