@@ -32,6 +32,7 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 
+#include "gomp.h"
 #include "heaplens.h"
 #include "internal.h"
 
@@ -170,10 +171,15 @@ EXPORT void *pvalloc(size_t n)
 
 EXPORT size_t malloc_usable_size(void *p) { return NEXT(malloc_usable_size)(p); }
 
-/* mmap, munmap, mremap and sbrk are maps.c's, as preloaded. */
+/*
+ * Every function routed to the library: the malloc family above; mmap,
+ * munmap, mremap and sbrk (maps.c); the thread-pool wrappers (pools.c,
+ * openmp.c), as preloaded.
+ */
 #define HOOKED(X)                                                                              \
 	X(malloc) X(free) X(calloc) X(realloc) X(reallocarray) X(posix_memalign) X(aligned_alloc) \
-	X(memalign) X(valloc) X(pvalloc) X(malloc_usable_size) X(mmap) X(mmap64) X(munmap) X(mremap) X(sbrk)
+	X(memalign) X(valloc) X(pvalloc) X(malloc_usable_size) X(mmap) X(mmap64) X(munmap) X(mremap) X(sbrk) \
+	X(pthread_create) X(pthread_cond_wait) X(pthread_cond_timedwait) X(pthread_cond_clockwait) HL_GOMP(X)
 
 /* ---- sessions ---- */
 
@@ -234,6 +240,7 @@ static void end_session(uint64_t session, int orphaned)
 	SET_RELAXED(g.active, 0);
 	struct hl_ring_header *h = g.ring;
 	if (h) {
+		h->detached_mono_ns = now_ns(CLOCK_MONOTONIC);
 		__atomic_fetch_or(&h->flags, HL_FLAG_DETACHED, __ATOMIC_RELEASE);
 		if (orphaned && g.dir)
 			ring_remove(h);
@@ -256,8 +263,10 @@ uint64_t attach_poll(void)
 	uint64_t start = RELAXED(CTL.start), stop = RELAXED(CTL.stop), cur = RELAXED(CTL.session);
 	int orphaned = 0;
 	if (cur && stop != cur && now_ns(CLOCK_MONOTONIC) >= RELAXED(next_agent_check)) {
+		int saved = errno; /* the program's */
 		SET_RELAXED(next_agent_check, now_ns(CLOCK_MONOTONIC) + 1000000000);
 		orphaned = kill((pid_t)RELAXED(CTL.agent_pid), 0) != 0 && errno == ESRCH;
+		errno = saved;
 	}
 	int change = cur ? stop == cur || start > cur || orphaned : start > RELAXED(CTL.ended);
 	if (!change || __atomic_exchange_n(&switching, 1, __ATOMIC_ACQUIRE))

@@ -39,7 +39,8 @@ struct hl_ring_header {
 	uint32_t exe_len;
 	uint32_t backing_errno; /* BACKING_STOPPED: why no more could be backed */
 	uint64_t backed;        /* data bytes backed from offset 0, raised as the ring fills (release) */
-	uint8_t pad0[128 - 104];
+	int64_t detached_mono_ns; /* DETACHED: CLOCK_MONOTONIC when the session ended (set before the flag) */
+	uint8_t pad0[128 - 112];
 
 	uint64_t head; /* producers: bytes reserved so far (CAS) */
 	uint8_t pad1[56];
@@ -155,7 +156,7 @@ enum hl_func {
 #define HL_CONTROL_MAGIC 0x31304c5443484c45ull /* "EHLCTL01" read as bytes */
 #define HL_CONTROL_VERSION 1u
 #define HL_CONTROL_HOOKS 48
-#define HL_CONTROL_NAME 32
+#define HL_CONTROL_NAME 64
 #define HL_CONTROL_DIR 3072
 
 #define HL_CTL_NO_PYTHON 1u /* no Python frames or PyMem hooks in this session */

@@ -24,28 +24,7 @@
 
 #include "internal.h"
 
-typedef void (*omp_fn)(void *);
-
-/* libgomp's entry points that heaplens interposes, as libgomp's ABI has them. */
-EXPORT void GOMP_parallel(omp_fn fn, void *data, unsigned n, unsigned flags);
-EXPORT unsigned GOMP_parallel_reductions(omp_fn fn, void *data, unsigned n, unsigned flags);
-EXPORT void GOMP_parallel_loop_static(omp_fn fn, void *data, unsigned n, long a, long b, long c, long chunk, unsigned flags);
-EXPORT void GOMP_parallel_loop_dynamic(omp_fn fn, void *data, unsigned n, long a, long b, long c, long chunk, unsigned flags);
-EXPORT void GOMP_parallel_loop_guided(omp_fn fn, void *data, unsigned n, long a, long b, long c, long chunk, unsigned flags);
-EXPORT void GOMP_parallel_loop_nonmonotonic_dynamic(omp_fn fn, void *data, unsigned n, long a, long b, long c, long chunk, unsigned flags);
-EXPORT void GOMP_parallel_loop_nonmonotonic_guided(omp_fn fn, void *data, unsigned n, long a, long b, long c, long chunk, unsigned flags);
-EXPORT void GOMP_parallel_loop_runtime(omp_fn fn, void *data, unsigned n, long a, long b, long c, unsigned flags);
-EXPORT void GOMP_parallel_loop_nonmonotonic_runtime(omp_fn fn, void *data, unsigned n, long a, long b, long c, unsigned flags);
-EXPORT void GOMP_parallel_loop_maybe_nonmonotonic_runtime(omp_fn fn, void *data, unsigned n, long a, long b, long c, unsigned flags);
-EXPORT void GOMP_parallel_sections(omp_fn fn, void *data, unsigned n, unsigned count, unsigned flags);
-EXPORT void GOMP_teams_reg(omp_fn fn, void *data, unsigned teams, unsigned limit, unsigned flags);
-EXPORT void GOMP_parallel_start(omp_fn fn, void *data, unsigned n);
-EXPORT void GOMP_parallel_sections_start(omp_fn fn, void *data, unsigned n, unsigned count);
-EXPORT void GOMP_parallel_loop_static_start(omp_fn fn, void *data, unsigned n, long a, long b, long c, long chunk);
-EXPORT void GOMP_parallel_loop_dynamic_start(omp_fn fn, void *data, unsigned n, long a, long b, long c, long chunk);
-EXPORT void GOMP_parallel_loop_guided_start(omp_fn fn, void *data, unsigned n, long a, long b, long c, long chunk);
-EXPORT void GOMP_parallel_loop_runtime_start(omp_fn fn, void *data, unsigned n, long a, long b, long c);
-EXPORT void GOMP_parallel_end(void);
+#include "gomp.h"
 
 /* What a team thread runs instead of fn. first stays first: see GOMP_parallel_reductions. */
 struct region {

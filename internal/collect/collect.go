@@ -608,9 +608,13 @@ func (c *Collector) end(s *stream, replaced bool) error {
 		}
 	} else if s.exitMark != nil {
 		e.Known, e.ExitCode = true, int(*s.exitMark&0xff)
-	} else if s.hdr.Attached && (s.r.Detached() || processAlive(s.hdr.PID)) {
-		e.Detached = true
 	}
 	e.TimeNano = monoNow()
+	if detached, at := s.r.Detached(); s.hdr.Attached && !e.Known && !e.Exec && (detached || processAlive(s.hdr.PID)) {
+		e.Detached = true
+		if detached && at > s.hdr.StartMonoNano && at < e.TimeNano {
+			e.TimeNano = at // when the session ended, not when the agent wrote it down
+		}
+	}
 	return c.w.End(e)
 }

@@ -56,6 +56,21 @@ func Load(pid int, lib string, slow func(string)) (*Result, error) {
 	res := &Result{TID: th.tid, Looked: looked}
 	defer func() { res.Pause = time.Since(th.since) }()
 	defer th.release()
+	// dlopen may set the thread's errno, which the program may read after its system call.
+	errnoAt, err := th.call(fn.errnoLocation, slow)
+	if err != nil {
+		return nil, err
+	}
+	mem, err := procmaps.OpenMem(pid, true)
+	if err != nil {
+		return nil, fmt.Errorf("inject: %w", err)
+	}
+	defer mem.Close()
+	var saved [4]byte
+	if err := mem.ReadAt(saved[:], errnoAt); err != nil {
+		return nil, fmt.Errorf("inject: the thread's errno: %w", err)
+	}
+	defer mem.WriteAt(saved[:], errnoAt)
 	path, err := th.push([]byte(lib + "\x00"))
 	if err != nil {
 		return nil, err
@@ -68,10 +83,7 @@ func Load(pid int, lib string, slow func(string)) (*Result, error) {
 	if h == 0 {
 		msg := "no message"
 		if p, err := th.call(fn.dlerror, slow); err == nil && p != 0 {
-			if m, err := procmaps.OpenMem(pid, false); err == nil {
-				msg, _ = m.String(p, 1024)
-				m.Close()
-			}
+			msg, _ = mem.String(p, 1024)
 		}
 		return nil, fmt.Errorf("inject: dlopen in process %d failed: %s", pid, msg)
 	}
@@ -79,12 +91,13 @@ func Load(pid int, lib string, slow func(string)) (*Result, error) {
 	return res, nil
 }
 
-type funcs struct{ dlopen, dlerror uint64 }
+type funcs struct{ dlopen, dlerror, errnoLocation uint64 }
 
 // loaderFuncs finds dlopen and dlerror: in libc since glibc 2.34, in
 // libdl before (when the program loaded it).
 func loaderFuncs(pid int, maps []procmaps.Mapping) (funcs, error) {
 	var libs []string
+	found := map[string]uint64{}
 	for _, m := range elfmod.Loaded(maps) {
 		b := m.Base()
 		if !strings.HasPrefix(b, "libc.so") && !strings.HasPrefix(b, "libc-") && !strings.HasPrefix(b, "libdl") {
@@ -95,11 +108,13 @@ func loaderFuncs(pid int, maps []procmaps.Mapping) (funcs, error) {
 		if err != nil {
 			return funcs{}, fmt.Errorf("inject: %w", err)
 		}
-		s := f.Symbols("dlopen", "dlerror")
-		f.Close()
-		if s["dlopen"] != 0 && s["dlerror"] != 0 {
-			return funcs{s["dlopen"], s["dlerror"]}, nil
+		for k, v := range f.Symbols("dlopen", "dlerror", "__errno_location") {
+			found[k] = v
 		}
+		f.Close()
+	}
+	if found["dlopen"] != 0 && found["dlerror"] != 0 && found["__errno_location"] != 0 {
+		return funcs{found["dlopen"], found["dlerror"], found["__errno_location"]}, nil
 	}
 	if len(libs) == 0 {
 		return funcs{}, fmt.Errorf("inject: process %d does not use the GNU C library (no libc.so.6 mapped)", pid)

@@ -28,7 +28,7 @@ const (
 
 	ControlDirSize  = 3072
 	ControlHooks    = 48
-	ControlNameSize = 32
+	ControlNameSize = 64
 
 	CtlNoPython = 1 // no Python frames or PyMem hooks in the session
 	CtlNoFollow = 2 // fork children are not profiled

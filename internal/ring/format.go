@@ -80,6 +80,7 @@ const (
 	offExeLen       = 88
 	offBackingErrno = 92
 	offBacked       = 96
+	offDetached     = 104
 	offHead         = 128
 	offTail         = 192
 	offDroppedAlloc = 256

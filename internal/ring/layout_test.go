@@ -29,7 +29,7 @@ func TestLayoutMatchesC(t *testing.T) {
 		"magic": offMagic, "version": offVersion, "data_size": offDataSize, "pid": offPID, "ppid": offPPID,
 		"start_mono_ns": offStartMono, "start_real_ns": offStartReal, "rate": offRate, "flags": offFlags,
 		"seq": offSeq, "parent_pid": offParentPID, "parent_seq": offParentSeq, "cmdline_len": offCmdlineLen,
-		"exe_len": offExeLen, "backing_errno": offBackingErrno, "backed": offBacked, "head": offHead,
+		"exe_len": offExeLen, "backing_errno": offBackingErrno, "backed": offBacked, "detached_mono_ns": offDetached, "head": offHead,
 		"tail": offTail, "dropped_alloc": offDroppedAlloc, "dropped_free": offDroppedFree,
 		"dropped_other": offDroppedOther, "truncated_stacks": offTruncated, "py_version": offPyVersion,
 		"py_status": offPyStatus, "py_eval": offPyEval, "py_hooked": offPyHooked, "omp_guessed": offOMPGuessed,

@@ -234,9 +234,14 @@ func (r *Ring) Backing() (stopped bool, backed uint64, errno unix.Errno) {
 // InitDone reports whether the library has written its initial modules.
 func (r *Ring) InitDone() bool { return atomic.LoadUint32(r.u32(offFlags))&FlagInitDone != 0 }
 
-// Detached reports whether the attach session that made the ring ended:
-// the library writes nothing more into it.
-func (r *Ring) Detached() bool { return atomic.LoadUint32(r.u32(offFlags))&FlagDetached != 0 }
+// Detached reports whether the attach session that made the ring ended
+// (the library writes nothing more into it), and when (CLOCK_MONOTONIC).
+func (r *Ring) Detached() (bool, int64) {
+	if atomic.LoadUint32(r.u32(offFlags))&FlagDetached == 0 {
+		return false, 0
+	}
+	return true, int64(atomic.LoadUint64(r.u64(offDetached)))
+}
 
 // Counters returns the ring's totals now.
 func (r *Ring) Counters() Counters {

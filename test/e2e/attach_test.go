@@ -330,11 +330,25 @@ func TestAttachForkStorm(t *testing.T) {
 }
 
 // TestAttachOpenMP: attached in the middle of OpenMP regions, the teams
-// keep their size and compute the same; the workers' allocations are seen.
+// keep their size and compute the same; the workers' allocations are seen,
+// charged to the code that opened the region.
 func TestAttachOpenMP(t *testing.T) {
 	capPath, _ := stormSession(t, "64KiB", "omp", "200")
-	if s := report(t, capPath, "allocs").stacksWith("region._omp_fn"); len(s) == 0 {
+	allocs := report(t, capPath, "allocs")
+	if s := allocs.stacksWith("region._omp_fn"); len(s) == 0 {
 		t.Error("no allocation of the OpenMP regions was seen while attached")
+	}
+	// The team's other thread works for the region's opener: its allocations
+	// carry the opener's stack (main, region) above the pool frame.
+	pooled := 0
+	for _, s := range allocs.stacksWith("[pool: libgomp (openmp)]") {
+		if strings.Contains(s, "main (") && strings.Contains(s, "region (") {
+			pooled++
+		}
+	}
+	if pooled == 0 {
+		t.Errorf("no worker allocation charged to the region's opener; stacks with the region:\n%s",
+			strings.Join(allocs.stacksWith("region._omp_fn"), "\n"))
 	}
 }
 
