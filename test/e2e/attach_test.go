@@ -143,6 +143,12 @@ func leakedBetween(t *testing.T, log string, from, until int64) (float64, int) {
 // attachWindow is the session's window from its capture: the attached
 // process's stream, from its start to its end record.
 func attachWindow(t *testing.T, capPath string, pid int) (from, until int64) {
+	from, until, _ = attachStream(t, capPath, pid)
+	return from, until
+}
+
+// attachStream is attachWindow with the allocation records the stream's ring dropped.
+func attachStream(t *testing.T, capPath string, pid int) (from, until int64, dropped uint64) {
 	t.Helper()
 	c, err := capture.Load(capPath)
 	if err != nil {
@@ -157,7 +163,7 @@ func attachWindow(t *testing.T, capPath string, pid int) (from, until int64) {
 			if e == nil || !e.Detached {
 				t.Fatalf("%s: the stream of pid %d does not end detached: %+v", capPath, pid, e)
 			}
-			return p.StartMonoNano, e.TimeNano
+			return p.StartMonoNano, e.TimeNano, e.DroppedAllocs
 		}
 	}
 	t.Fatalf("%s: no stream of pid %d", capPath, pid)
@@ -172,7 +178,7 @@ func attachWindow(t *testing.T, capPath string, pid int) (from, until int64) {
 // p = 1-(1-1/rate)^s, is s*sqrt(n*(1-p)/p).
 func checkLeakFound(t *testing.T, capPath string, pid int, log string, rate float64) {
 	t.Helper()
-	from, until := attachWindow(t, capPath, pid)
+	from, until, dropped := attachStream(t, capPath, pid)
 	want, n := leakedBetween(t, log, from, until)
 	leaks := report(t, capPath, "leaks")
 	got := leaks.site("leak_slowly")
@@ -184,6 +190,10 @@ func checkLeakFound(t *testing.T, capPath string, pid int, log string, rate floa
 		return
 	}
 	slack := float64(attachLeak) // a block at an edge of the window
+	if dropped > 0 { // a full ring drops records, and says so: any of them may have been a leaked block
+		t.Logf("LOUD: %s: the ring dropped %d allocation records (the agent fell behind)", capPath, dropped)
+		slack += float64(dropped) * attachLeak
+	}
 	if rate > 1 {
 		p := 1 - math.Pow(1-1/rate, attachLeak)
 		slack += 4 * attachLeak * math.Sqrt(float64(n)*(1-p)/p)
@@ -228,7 +238,7 @@ func TestAttachCServer(t *testing.T) {
 	const seconds = "45"
 	bare, tg := twins(t, dir, true, bin, seconds)
 	attachSessions(t, dir, tg, 20, time.Second, "512KiB")
-	attachSessions(t, dir, tg, 20, 300*time.Millisecond, "1")
+	attachSessions(t, dir, tg, 20, 500*time.Millisecond, "1")
 	sameAsBare(t, bare, tg)
 	t.Logf("worst lateness of the main loop's 10 ms sleeps: bare %s, attached %s", lastLine(t, bare.log), lastLine(t, tg.log))
 }
@@ -258,7 +268,7 @@ func TestAttachPythonServer(t *testing.T) {
 			dir := t.TempDir()
 			bare, tg := twins(t, dir, true, py, script, seconds)
 			attachSessions(t, dir, tg, sessions, time.Second, "512KiB")
-			attachSessions(t, dir, tg, sessions, 300*time.Millisecond, "1")
+			attachSessions(t, dir, tg, sessions, 500*time.Millisecond, "1")
 			sameAsBare(t, bare, tg)
 		})
 	}
