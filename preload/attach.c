@@ -256,9 +256,11 @@ static void end_session(uint64_t session, int orphaned)
  * call after the agent raised the epoch: a session to end (stopped, its
  * agent gone, or a newer one asked for) or to start? Four loads when
  * nothing changed; a clock read once a sample while a session runs, and a
- * kill(agent, 0) once a second. One thread at a time switches.
+ * kill(agent, 0) once a second. One thread at a time switches; the others
+ * get 0 meanwhile and come back at their next call (their epoch is kept
+ * old), so that none goes on with the state of the session that ends.
  */
-uint64_t attach_poll(void)
+int attach_poll(uint64_t *session)
 {
 	uint64_t start = RELAXED(CTL.start), stop = RELAXED(CTL.stop), cur = RELAXED(CTL.session);
 	int orphaned = 0;
@@ -269,8 +271,11 @@ uint64_t attach_poll(void)
 		errno = saved;
 	}
 	int change = cur ? stop == cur || start > cur || orphaned : start > RELAXED(CTL.ended);
-	if (!change || __atomic_exchange_n(&switching, 1, __ATOMIC_ACQUIRE))
-		return cur;
+	*session = cur;
+	if (!change)
+		return 1;
+	if (__atomic_exchange_n(&switching, 1, __ATOMIC_ACQUIRE))
+		return 0;
 	int saved = errno;
 	struct countdown cd = pause_sampling();
 	cur = RELAXED(CTL.session);
@@ -284,9 +289,9 @@ uint64_t attach_poll(void)
 	}
 	resume_sampling(cd);
 	errno = saved;
-	cur = __atomic_load_n(&CTL.session, __ATOMIC_ACQUIRE);
+	*session = __atomic_load_n(&CTL.session, __ATOMIC_ACQUIRE);
 	__atomic_store_n(&switching, 0, __ATOMIC_RELEASE);
-	return cur;
+	return 1;
 }
 
 /* A fork child that is not profiled (--no-follow) must not start the session on its own. */

@@ -356,7 +356,7 @@ int64_t blockset_take(struct blockset *s, void *p); /* its size (at most 0xffff)
 void blockset_keep(struct blockset *s, void *p, size_t n, int func); /* puts and records, or counts a drop */
 
 /* attach.c (the attach build): a session starting or ending, seen from a hook's slow path. */
-uint64_t attach_poll(void); /* the session now running, 0 if none */
+int attach_poll(uint64_t *session); /* 0 while another thread switches; else the session now running (0 none) */
 
 /* python.c */
 void pymem_install(void);       /* pymem.c: from py_detect, in the constructor */

@@ -43,8 +43,10 @@ COLD int sample_slow(size_t n)
 		return 0;
 	}
 #ifdef HEAPLENS_ATTACH
-	tls.epoch = RELAXED(hl_ctl.epoch);
-	uint64_t session = attach_poll();
+	uint64_t epoch = RELAXED(hl_ctl.epoch), session;
+	if (!attach_poll(&session)) /* another thread is switching: this call is not sampled, the next looks again */
+		return 0;
+	tls.epoch = epoch;
 	if (session != tls.session) /* a session began or ended since this thread last looked */
 		tls.init = 0, tls.session = session;
 #endif

@@ -324,7 +324,9 @@ func writeSettings(mem *procmaps.Mem, ctl uint64, set Settings) error {
 	if len(set.Dir) >= ring.ControlDirSize || !strings.HasPrefix(set.Dir, "/") {
 		return fmt.Errorf("attach: session directory %q: not an absolute path under %d bytes", set.Dir, ring.ControlDirSize)
 	}
-	b := make([]byte, ring.CtlDir+ring.ControlDirSize-ring.CtlAgentPID)
+	// Two ranges: the epoch between them only ever grows (a thread that saw
+	// an earlier session's epoch must never see it again).
+	b := make([]byte, ring.CtlEpoch-ring.CtlAgentPID)
 	le := binary.LittleEndian
 	le.PutUint64(b[0:], uint64(os.Getpid()))
 	le.PutUint64(b[ring.CtlRate-ring.CtlAgentPID:], set.Rate)
@@ -338,8 +340,12 @@ func writeSettings(mem *procmaps.Mem, ctl uint64, set Settings) error {
 		flags |= ring.CtlNoFollow
 	}
 	le.PutUint64(b[ring.CtlFlags-ring.CtlAgentPID:], flags)
-	copy(b[ring.CtlDir-ring.CtlAgentPID:], set.Dir)
-	return mem.WriteAt(b, ctl+ring.CtlAgentPID)
+	if err := mem.WriteAt(b, ctl+ring.CtlAgentPID); err != nil {
+		return err
+	}
+	dir := make([]byte, ring.ControlDirSize)
+	copy(dir, set.Dir)
+	return mem.WriteAt(dir, ctl+ring.CtlDir)
 }
 
 func put(mem *procmaps.Mem, at, v uint64) error { return mem.SetWord(at, v) }
