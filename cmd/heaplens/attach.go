@@ -1,12 +1,10 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
 
-	"github.com/heaplens/heaplens/internal/attach"
 	"github.com/heaplens/heaplens/internal/launch"
 )
 
@@ -51,11 +49,6 @@ func attachCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	res, err := launch.Attach(o)
 	if err != nil && res == nil {
-		var busy *attach.ErrAttached
-		if errors.As(err, &busy) {
-			fmt.Fprintf(stderr, "heaplens attach: %v\n", err)
-			return 1
-		}
 		fmt.Fprintf(stderr, "heaplens attach: %v\n", err)
 		return 1
 	}

@@ -190,7 +190,8 @@ func checkLeakFound(t *testing.T, capPath string, pid int, log string, rate floa
 		return
 	}
 	slack := float64(attachLeak) // a block at an edge of the window
-	if dropped > 0 { // a full ring drops records, and says so: any of them may have been a leaked block
+	// A full ring drops records, and says so: any of them may have been a leaked block.
+	if dropped > 0 {
 		t.Logf("LOUD: %s: the ring dropped %d allocation records (the agent fell behind)", capPath, dropped)
 		slack += float64(dropped) * attachLeak
 	}
