@@ -15,7 +15,7 @@ func attachCmd(args []string, stdout, stderr io.Writer) int {
 	fs.Var(sizeFlag{&o.Rate}, "rate", "mean bytes between samples, e.g. 512KiB; 1 records every allocation")
 	fs.Uint64Var(&o.Seed, "seed", 0, "fixed sampler seed, for reproducible sessions (0 = random)")
 	fs.Var(sizeFlag{&o.RingSize}, "ring-size", "shared-memory ring per process, a power of two from 64KiB to 1GiB (default 16MiB)")
-	fs.DurationVar(&o.Duration, "duration", 0, "detach after this long, e.g. 30s (default: at Ctrl-C, `heaplens detach PID`, or the process's end)")
+	fs.DurationVar(&o.Duration, "duration", 0, "detach after this long, e.g. 30s (default: at Ctrl-C, heaplens detach PID, or the process's end)")
 	fs.BoolVar(&o.NoFollow, "no-follow", false, "profile the process only, not the children it forks while attached")
 	fs.BoolVar(&o.NoPython, "no-python", false, "record native frames only: no Python frames, no PyMem hooks")
 	fs.BoolVar(&o.NativePythonInternals, "native-python-internals", false, "keep the interpreter's own native frames between Python frames")
