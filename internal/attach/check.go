@@ -21,18 +21,15 @@ func Check(pid int) error {
 	if pid == os.Getpid() {
 		return fmt.Errorf("heaplens cannot attach to itself")
 	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	state, err := procState(pid)
 	if err != nil {
 		return fmt.Errorf("no process %d", pid)
 	}
-	// The state follows the command name, which may hold spaces and parentheses.
-	if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && i+2 < len(stat) {
-		switch stat[i+2] {
-		case 'Z', 'X':
-			return fmt.Errorf("process %d has exited (a zombie)", pid)
-		case 'T', 't':
-			return fmt.Errorf("process %d is stopped (SIGSTOP or a debugger): continue it first", pid)
-		}
+	switch state {
+	case 'Z', 'X':
+		return fmt.Errorf("process %d has exited (a zombie)", pid)
+	case 'T', 't':
+		return fmt.Errorf("process %d is stopped (SIGSTOP or a debugger): continue it first", pid)
 	}
 	st, err := readStatus(pid)
 	if err != nil {
@@ -71,6 +68,26 @@ func Check(pid int) error {
 		return fmt.Errorf("process %d is statically linked: it has no dynamic loader to load the library with, so heaplens attach cannot profile it", pid)
 	}
 	return nil
+}
+
+// procState is the state letter of /proc/PID/stat (R, S, D, T, Z, …), 0
+// if the line has none.
+func procState(pid int) (byte, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The state follows the command name, which may hold spaces and parentheses.
+	if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && i+2 < len(stat) {
+		return stat[i+2], nil
+	}
+	return 0, nil
+}
+
+// Running reports whether pid exists and is not a zombie.
+func Running(pid int) bool {
+	s, err := procState(pid)
+	return err == nil && s != 'Z' && s != 'X'
 }
 
 func readStatus(pid int) (map[string]string, error) {

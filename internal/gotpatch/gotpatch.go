@@ -85,21 +85,9 @@ func (p *Patcher) Patch() (int, error) {
 }
 
 func (p *Patcher) patchModule(m elfmod.Module, k key) (int, error) {
-	f, err := m.Open(p.pid)
-	if err != nil {
-		return 0, nil // not an ELF file we can read (a data file mapped): nothing to route
-	}
-	defer f.Close()
-	slots, err := f.Slots(p.names)
-	if err != nil {
-		return 0, nil
-	}
 	n := 0
-	for _, s := range slots {
+	for _, s := range p.slotsOf(m) {
 		h := p.hooks[s.Name]
-		if s.Addr < m.Lo || s.Addr+8 > m.Hi {
-			continue // outside the module: its file does not describe this mapping
-		}
 		cur, err := p.mem.Word(s.Addr)
 		if err != nil {
 			return n, fmt.Errorf("gotpatch: %s: %w", m.Path, err)
@@ -121,6 +109,28 @@ func (p *Patcher) patchModule(m elfmod.Module, k key) (int, error) {
 	return n, nil
 }
 
+// slotsOf returns the module's GOT entries for the routed names that lie
+// in its mappings; none for a file that is not an ELF file we can read (a
+// data file mapped) or that does not describe this mapping.
+func (p *Patcher) slotsOf(m elfmod.Module) []elfmod.Slot {
+	f, err := m.Open(p.pid)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	slots, err := f.Slots(p.names)
+	if err != nil {
+		return nil
+	}
+	out := slots[:0]
+	for _, s := range slots {
+		if s.Addr >= m.Lo && s.Addr+8 <= m.Hi {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Restore puts back every entry that leads to a hook, in every module
 // loaded now: what it held before Patch changed it, or the function itself
 // (for entries a patcher of an earlier heaplens changed). It returns how
@@ -140,21 +150,9 @@ func (p *Patcher) Restore() (int, error) {
 		if p.skip(m) {
 			continue
 		}
-		f, err := m.Open(p.pid)
-		if err != nil {
-			continue
-		}
-		slots, err := f.Slots(p.names)
-		f.Close()
-		if err != nil {
-			continue
-		}
 		k := key{m.Dev, m.Inode, m.First}
-		for _, s := range slots {
+		for _, s := range p.slotsOf(m) {
 			h := p.hooks[s.Name]
-			if s.Addr < m.Lo || s.Addr+8 > m.Hi {
-				continue
-			}
 			if cur, err := p.mem.Word(s.Addr); err != nil || cur != h.Hook {
 				continue
 			}

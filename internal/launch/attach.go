@@ -90,18 +90,8 @@ func Attach(o AttachOptions) (*AttachResult, error) {
 		return nil, fmt.Errorf("the capture: %w", err)
 	}
 	defer f.Close()
-	w, err := capture.NewWriter(f)
+	w, err := newCapture(f, capture.Meta{HeaplensVersion: o.Version, Rate: o.Rate, Command: cmdline, AttachedPID: o.PID}, o.Observer)
 	if err != nil {
-		return nil, err
-	}
-	if o.Observer != nil {
-		w.SetObserver(o.Observer)
-	}
-	host, _ := os.Hostname()
-	if err := w.Meta(&capture.Meta{
-		FormatVersion: capture.Version, HeaplensVersion: o.Version, Rate: o.Rate,
-		StartUnixNano: time.Now().UnixNano(), Command: cmdline, Host: host, AttachedPID: o.PID,
-	}); err != nil {
 		return nil, err
 	}
 	signals := make(chan os.Signal, 4)
@@ -150,7 +140,7 @@ loop:
 			res.Ended = "detached at the end of --duration " + o.Duration.String()
 			break loop
 		case <-tick.C:
-			if !running(o.PID) {
+			if !attach.Running(o.PID) {
 				res.Ended = "the process ended"
 				break loop
 			}
@@ -219,14 +209,4 @@ func processCmdline(pid int) []string {
 		return nil
 	}
 	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-}
-
-// running: the process exists and is not a zombie.
-func running(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	return i < 0 || i+2 >= len(b) || (b[i+2] != 'Z' && b[i+2] != 'X')
 }

@@ -127,18 +127,8 @@ func Run(o Options) (*Result, error) {
 		return res, nil
 	}
 	defer f.Close()
-	w, err := capture.NewWriter(f)
+	w, err := newCapture(f, capture.Meta{HeaplensVersion: o.Version, Rate: o.Rate, Command: o.Command}, o.Observer)
 	if err != nil {
-		return &Result{ExitCode: 1}, err
-	}
-	if o.Observer != nil {
-		w.SetObserver(o.Observer)
-	}
-	host, _ := os.Hostname()
-	if err := w.Meta(&capture.Meta{
-		FormatVersion: capture.Version, HeaplensVersion: o.Version, Rate: o.Rate,
-		StartUnixNano: time.Now().UnixNano(), Command: o.Command, Host: host,
-	}); err != nil {
 		return &Result{ExitCode: 1}, err
 	}
 	if o.Started != nil {
@@ -195,6 +185,22 @@ loop:
 		return res, fmt.Errorf("collecting the profile: %w", collectErr)
 	}
 	return res, nil
+}
+
+// newCapture starts the capture in f: its writer, seeing everything through
+// obs when set, and its Meta record, m with the format version, the start
+// time and the host filled in.
+func newCapture(f *os.File, m capture.Meta, obs capture.Observer) (*capture.Writer, error) {
+	w, err := capture.NewWriter(f)
+	if err != nil {
+		return nil, err
+	}
+	if obs != nil {
+		w.SetObserver(obs)
+	}
+	m.FormatVersion, m.StartUnixNano = capture.Version, time.Now().UnixNano()
+	m.Host, _ = os.Hostname()
+	return w, w.Meta(&m)
 }
 
 // poller is what the agent does on every tick while a run or an attach
