@@ -115,8 +115,8 @@ func diffCmd(args []string, stdout, stderr io.Writer) int {
 		err = diff.JSON(w, base, next, cmp)
 	case "pprof":
 		r := results[0]
-		err = diff.PProf(w, diff.Side{Capture: r[0].Capture, Alloc: r[0].Allocs, Inuse: r[0].Profile},
-			diff.Side{Capture: r[1].Capture, Alloc: r[1].Allocs, Inuse: r[1].Profile})
+		err = diff.PProf(w, diff.Side{Capture: r[0].Capture, Alloc: r[0].Allocs(), Inuse: r[0].Profile},
+			diff.Side{Capture: r[1].Capture, Alloc: r[1].Allocs(), Inuse: r[1].Profile})
 	default:
 		err = diff.Text(w, base, next, cmp, diff.TextOptions{Top: *top})
 	}

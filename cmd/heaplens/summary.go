@@ -30,9 +30,9 @@ func printSummary(w io.Writer, capturePath, status string, command []string) (er
 	if len(c.Meta.Command) == 0 {
 		c.Meta.Command = command
 	}
-	peak, timeline := heap.PeakAndTimeline(c, heap.Options{}) // one replay for both
-	if err := export.Summary(w, c, heap.Allocs(c, heap.Options{}), heap.Leaks(c, heap.Options{}),
-		export.SummaryOptions{Status: status, Capture: capturePath, Peak: peak, Timeline: timeline, Gap: heap.RSSGap(c, heap.Options{})}); err != nil {
+	rp := heap.NewReplay(c, heap.Options{}) // one replay for every figure
+	if err := export.Summary(w, c, heap.Allocs(c, heap.Options{}), rp.Leaks(heap.Options{}),
+		export.SummaryOptions{Status: status, Capture: capturePath, Peak: rp.Peak(heap.Options{}), Timeline: rp.Timeline(), Gap: rp.RSSGap()}); err != nil {
 		return err
 	}
 	for _, p := range c.Processes {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"math/rand/v2"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -439,7 +441,7 @@ func TestTruncateEverywhere(t *testing.T) {
 		t.Fatalf("sample capture has only %d chunks", len(starts)-1)
 	}
 	for cut := 0; cut < len(data); cut++ {
-		c, err := ReadAll(bytes.NewReader(data[:cut]))
+		c, err := readBothWays(t, data[:cut])
 		var ce *CorruptError
 		if !errors.As(err, &ce) {
 			if cut >= HeaderSize && slicesContains(starts, cut) && err == nil {
@@ -470,6 +472,29 @@ func TestTruncateEverywhere(t *testing.T) {
 	}
 }
 
+// readBothWays reads data with ReadAll and again reading chunks ahead on
+// another goroutine (as Load does), and fails the test unless both give
+// the same capture and the same error.
+func readBothWays(t *testing.T, data []byte) (*Capture, error) {
+	t.Helper()
+	c, err := ReadAll(bytes.NewReader(data))
+	ca, erra := readAll(bytes.NewReader(data), 0, true)
+	if ca != nil {
+		ca.Resolve()
+	}
+	if fmt.Sprint(err) != fmt.Sprint(erra) || !reflect.DeepEqual(c, ca) {
+		t.Fatalf("%d bytes: reading ahead gave %v (%d allocs), reading in line %v (%d allocs)", len(data), erra, lenAllocs(ca), err, lenAllocs(c))
+	}
+	return c, err
+}
+
+func lenAllocs(c *Capture) int {
+	if c == nil {
+		return -1
+	}
+	return len(c.Allocs)
+}
+
 func slicesContains(s []int, v int) bool {
 	for _, x := range s {
 		if x == v {
@@ -488,7 +513,7 @@ func TestFlipBytes(t *testing.T) {
 		for _, mask := range []byte{0x01, 0x80, 0xff} {
 			bad := append([]byte{}, data...)
 			bad[off] ^= mask
-			c, err := ReadAll(bytes.NewReader(bad))
+			c, err := readBothWays(t, bad)
 			var ce *CorruptError
 			if !errors.As(err, &ce) {
 				t.Fatalf("flip %#x at %d: err = %v, want a CorruptError", mask, off, err)
@@ -707,5 +732,16 @@ func TestDump(t *testing.T) {
 	err := Dump(&out, bytes.NewReader(buf.Bytes()[:len(buf.Bytes())-10]))
 	if _, ok := err.(*CorruptError); !ok || !strings.Contains(out.String(), "# capture: corrupt chunk 0") {
 		t.Errorf("damaged: %v\n%s", err, out.String())
+	}
+}
+
+// TestRecordSizes keeps the records a large capture holds by the million
+// small: a 10-million-sample capture holds 10 million Allocs.
+func TestRecordSizes(t *testing.T) {
+	if s := unsafe.Sizeof(Alloc{}); s != 56 {
+		t.Errorf("Alloc takes %d bytes, want 56 (order the fields so that padding is not wasted)", s)
+	}
+	if s := unsafe.Sizeof(Free{}); s != 24 {
+		t.Errorf("Free takes %d bytes, want 24", s)
 	}
 }

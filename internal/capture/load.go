@@ -32,8 +32,10 @@ type Capture struct {
 	// FreeOrder keeps the file order between Allocs and Frees, which the
 	// two slices alone lose: Frees[i] came after Allocs[:FreeOrder[i]] and
 	// before Allocs[FreeOrder[i]:]. Views that replay events use it to
-	// break timestamp ties. It may be nil in captures built by hand.
-	FreeOrder []int
+	// break timestamp ties. It may be nil in captures built by hand. It is
+	// int32 as replays index events (MaxEvents): a 10-million-sample
+	// capture holds it for every free.
+	FreeOrder []int32
 
 	// Stitched is set by stack.Stitch, which gives pool work the stacks of
 	// its origins once per capture.
@@ -80,7 +82,7 @@ func Load(path string) (*Capture, error) {
 	if st, err := f.Stat(); err == nil {
 		hint = st.Size()
 	}
-	c, err := readAll(bufio.NewReaderSize(f, 1<<20), hint)
+	c, err := readAll(bufio.NewReaderSize(f, 1<<20), hint, true)
 	if c != nil {
 		c.Resolve()
 	}
@@ -98,7 +100,7 @@ func Load(path string) (*Capture, error) {
 // Capture is non-nil whenever the header was valid or truncated, and holds
 // every Location and Stack its records refer to (see Resolve).
 func ReadAll(r io.Reader) (*Capture, error) {
-	c, err := readAll(r, 0)
+	c, err := readAll(r, 0, false)
 	if c != nil {
 		c.Resolve()
 	}
@@ -122,7 +124,9 @@ const (
 const MaxEvents = math.MaxInt32
 
 // readAll reads a capture; size, when known, is the file's size in bytes.
-func readAll(r io.Reader, size int64) (*Capture, error) {
+// ahead reads chunks on another goroutine (Reader.ReadAhead): for files,
+// whose reads end, not for streams whose next read may wait.
+func readAll(r io.Reader, size int64, ahead bool) (*Capture, error) {
 	rd, err := NewReader(r)
 	if err != nil {
 		var ce *CorruptError
@@ -131,11 +135,15 @@ func readAll(r io.Reader, size int64) (*Capture, error) {
 		}
 		return nil, err
 	}
+	if ahead {
+		rd.ReadAhead()
+		defer rd.Close()
+	}
 	c := NewCapture()
 	if n := min(size/bytesPerEvent, presizeMax); n > 0 {
 		c.Allocs = make([]Alloc, 0, n)
 		c.Frees = make([]Free, 0, n)
-		c.FreeOrder = make([]int, 0, n)
+		c.FreeOrder = make([]int32, 0, n)
 	}
 	haveMeta := false
 	streams := make(map[uint32]bool)
@@ -191,7 +199,7 @@ func readAll(r io.Reader, size int64) (*Capture, error) {
 			c.Allocs = append(c.Allocs, rec.Alloc)
 		case RecFree:
 			c.Frees = append(c.Frees, rec.Free)
-			c.FreeOrder = append(c.FreeOrder, len(c.Allocs))
+			c.FreeOrder = append(c.FreeOrder, int32(len(c.Allocs))) // < MaxEvents: checked above
 		case RecEnd:
 			if _, dup := c.Ends[rec.End.Stream]; dup {
 				c.Duplicates++

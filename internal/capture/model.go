@@ -115,7 +115,6 @@ type Alloc struct {
 	Addr     uint64
 	Size     uint64 // requested bytes
 	StackID  uint64
-	Func     uint8 // which hooked function (FuncMalloc…)
 	// Origin is the token of the thread this allocation was made for (0 =
 	// none), and Method how that was decided (Method*). Allocations made on
 	// a thread pool's worker carry the token of the thread that submitted
@@ -123,6 +122,7 @@ type Alloc struct {
 	// above the worker's frames.
 	Origin uint64
 	Method uint8
+	Func   uint8 // which hooked function (FuncMalloc…); beside Method, so that an Alloc takes 56 bytes, not 64
 }
 
 // Origin is the stack of a thread that had work done by a thread pool,

@@ -117,6 +117,12 @@ type Reader struct {
 	rec     Record
 	skipped int
 	err     error
+
+	// With ReadAhead: chunks come from ahead, and decoded payloads go back
+	// to the reading goroutine through spare; stop ends it.
+	ahead chan chunk
+	spare chan []byte
+	stop  chan struct{}
 }
 
 // decoder is shared: DecodeAll is safe for concurrent use and a Decoder
@@ -310,43 +316,129 @@ func (r *Reader) decode(t RecordType, body []byte) (*Record, error) {
 // readChunk reads, checks and decompresses the next chunk into r.payload.
 // It returns io.EOF when the stream ends exactly at a chunk boundary.
 func (r *Reader) readChunk() error {
-	r.chunkOff = r.off
-	var hdr [chunkHeaderSize]byte
-	n, err := io.ReadFull(r.r, hdr[:])
-	r.off += int64(n)
-	switch {
-	case err == io.EOF:
-		return io.EOF
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return r.corrupt(Truncated, fmt.Errorf("file ends after %d of %d chunk header bytes", n, chunkHeaderSize))
-	case err != nil:
-		return fmt.Errorf("capture: reading chunk %d at byte %d: %w", r.chunk, r.chunkOff, err)
-	}
-	size := binary.LittleEndian.Uint32(hdr[0:])
-	sum := binary.LittleEndian.Uint32(hdr[4:])
-	if size == 0 || size > MaxChunkPayload {
-		return r.corrupt(BadChunkLength, fmt.Errorf("payload length %d not in [1, %d]", size, MaxChunkPayload))
-	}
-	r.comp, err = readN(r.r, r.comp[:0], int(size))
-	r.off += int64(len(r.comp))
-	if err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return r.corrupt(Truncated, fmt.Errorf("file ends after %d of %d payload bytes", len(r.comp), size))
+	var ch chunk
+	if r.ahead != nil {
+		if r.payload != nil {
+			r.spare <- r.payload // the previous chunk's, decoded
 		}
-		return fmt.Errorf("capture: reading chunk %d at byte %d: %w", r.chunk, r.chunkOff, err)
+		ch = <-r.ahead
+	} else {
+		ch = fetch(r.r, r.off, r.comp, r.payload)
+		r.comp = ch.comp
 	}
-	if got := crc32.Checksum(r.comp, castagnoli); got != sum {
-		return r.corrupt(CRCMismatch, fmt.Errorf("stored CRC-32C %#08x, computed %#08x", sum, got))
-	}
-	dec, _ := zstdDecoder()
-	r.payload, err = dec.DecodeAll(r.comp, r.payload[:0])
-	if err != nil {
-		r.payload = r.payload[:0]
-		return r.corrupt(BadZstd, err)
+	r.chunkOff, r.off, r.payload = ch.off, ch.end, ch.payload
+	if ch.err != nil {
+		if ch.kind != 0 {
+			return r.corrupt(ch.kind, ch.err)
+		}
+		if ch.err != io.EOF {
+			return fmt.Errorf("capture: reading chunk %d at byte %d: %w", r.chunk, r.chunkOff, ch.err)
+		}
+		return io.EOF
 	}
 	r.pos = 0
 	r.inChunk = true
 	return nil
+}
+
+// chunk is one chunk as fetch read it: its decompressed payload, or the
+// error that ends the stream there (io.EOF at a clean end; with kind, a
+// damage).
+type chunk struct {
+	off, end      int64 // file offsets of its header and of what follows it
+	comp, payload []byte
+	kind          CorruptKind
+	err           error
+}
+
+// fetch reads, checks and decompresses the chunk at file offset off,
+// reusing the buffers comp and payload.
+func fetch(rd io.Reader, off int64, comp, payload []byte) chunk {
+	ch := chunk{off: off, end: off, comp: comp[:0], payload: payload[:0]}
+	fail := func(kind CorruptKind, err error) chunk {
+		ch.kind, ch.err = kind, err
+		return ch
+	}
+	var hdr [chunkHeaderSize]byte
+	n, err := io.ReadFull(rd, hdr[:])
+	ch.end += int64(n)
+	switch {
+	case err == io.EOF:
+		return fail(0, io.EOF)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fail(Truncated, fmt.Errorf("file ends after %d of %d chunk header bytes", n, chunkHeaderSize))
+	case err != nil:
+		return fail(0, err)
+	}
+	size := binary.LittleEndian.Uint32(hdr[0:])
+	sum := binary.LittleEndian.Uint32(hdr[4:])
+	if size == 0 || size > MaxChunkPayload {
+		return fail(BadChunkLength, fmt.Errorf("payload length %d not in [1, %d]", size, MaxChunkPayload))
+	}
+	ch.comp, err = readN(rd, ch.comp, int(size))
+	ch.end += int64(len(ch.comp))
+	if err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return fail(Truncated, fmt.Errorf("file ends after %d of %d payload bytes", len(ch.comp), size))
+		}
+		return fail(0, err)
+	}
+	if got := crc32.Checksum(ch.comp, castagnoli); got != sum {
+		return fail(CRCMismatch, fmt.Errorf("stored CRC-32C %#08x, computed %#08x", sum, got))
+	}
+	dec, _ := zstdDecoder()
+	ch.payload, err = dec.DecodeAll(ch.comp, ch.payload)
+	if err != nil {
+		ch.payload = ch.payload[:0]
+		return fail(BadZstd, err)
+	}
+	return ch
+}
+
+// ReadAhead makes the Reader read and decompress chunks on another
+// goroutine while the caller decodes records: loading a large capture then
+// takes the time of the slower of the two instead of their sum. Close
+// stops that goroutine. It must be called before the first Next.
+func (r *Reader) ReadAhead() {
+	// One chunk waits while the next is read: with the one being decoded,
+	// three payloads of at most MaxChunkPayload (real chunks: ~1 MiB).
+	const depth = 1
+	r.ahead = make(chan chunk, depth)
+	r.spare = make(chan []byte, depth+2)
+	r.stop = make(chan struct{})
+	go func(rd io.Reader, off int64) {
+		defer close(r.ahead)
+		var comp []byte
+		for {
+			var payload []byte
+			select {
+			case payload = <-r.spare:
+			default:
+			}
+			ch := fetch(rd, off, comp, payload)
+			comp, off = ch.comp, ch.end
+			ch.comp = nil
+			select {
+			case r.ahead <- ch:
+			case <-r.stop:
+				return
+			}
+			if ch.err != nil {
+				return
+			}
+		}
+	}(r.r, r.off)
+}
+
+// Close stops reading ahead (ReadAhead); the Reader must not be used after
+// it. It is a no-op for a Reader that does not read ahead.
+func (r *Reader) Close() {
+	if r.stop != nil {
+		close(r.stop)
+		for range r.ahead { // wait until the goroutine no longer reads r.r
+		}
+		r.stop = nil
+	}
 }
 
 // readN appends exactly n bytes from r to buf. It grows buf as data

@@ -19,7 +19,7 @@ func (c *Capture) Window(from, until int64) *Capture {
 	nextAlloc := 0
 	for j := range c.Frees {
 		if order != nil {
-			for ; nextAlloc < order[j] && nextAlloc < len(c.Allocs); nextAlloc++ {
+			for ; nextAlloc < int(order[j]) && nextAlloc < len(c.Allocs); nextAlloc++ {
 				if in(c.Allocs[nextAlloc].TimeNano) {
 					kept++
 				}
@@ -27,7 +27,7 @@ func (c *Capture) Window(from, until int64) *Capture {
 		}
 		if in(c.Frees[j].TimeNano) {
 			w.Frees = append(w.Frees, c.Frees[j])
-			w.FreeOrder = append(w.FreeOrder, kept)
+			w.FreeOrder = append(w.FreeOrder, int32(kept))
 		}
 	}
 	for i := range c.Allocs {

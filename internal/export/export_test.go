@@ -47,7 +47,7 @@ func testCapture() *capture.Capture {
 		{Stream: 1, TimeNano: 3, Addr: 0x40, Size: 10, StackID: 5},
 	}
 	c.Frees = []capture.Free{{Stream: 1, TimeNano: 5, Addr: 0x20}, {Stream: 2, TimeNano: 5, Addr: 0x99}}
-	c.FreeOrder = []int{5, 5}
+	c.FreeOrder = []int32{5, 5}
 	c.Ends[1] = &capture.End{Stream: 1, Known: true, ExitCode: 0}
 	c.Ends[2] = &capture.End{Stream: 2, Known: true, Signaled: true, Signal: 9, DroppedAllocs: 2, DroppedFrees: 1, LostBytes: 64}
 	c.Resolve() // as reading does: location 77 and stack 5 are dangling

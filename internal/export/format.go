@@ -27,7 +27,7 @@ type WriteOptions struct {
 var formats = []*Format{
 	{Name: "text", Usage: "a header and the top stacks, for people", Write: func(w io.Writer, r *Result, opt WriteOptions) error {
 		if r.Profile.View == "timeline" {
-			return TimelineText(w, r.Capture, r.Timeline)
+			return TimelineText(w, r.Capture, r.Timeline(), r.Replay())
 		}
 		return Text(w, r.Capture, r.Profile, TextOptions{Top: opt.Top})
 	}},
@@ -39,7 +39,7 @@ var formats = []*Format{
 		return Speedscope(w, r.Capture, r.Profile)
 	}},
 	{Name: "json", Usage: "the JSON document of docs/json-format.md", Write: func(w io.Writer, r *Result, _ WriteOptions) error {
-		return JSON(w, r.Capture, r.Profile, DocOptions{Timeline: r.Timeline, Filter: r.Filter})
+		return JSON(w, r.Capture, r.Profile, DocOptions{Timeline: r.Timeline(), Filter: r.Filter})
 	}},
 }
 
@@ -49,16 +49,10 @@ var formats = []*Format{
 func writePProf(w io.Writer, r *Result, _ WriteOptions) error {
 	inuse := r.Profile
 	if r.Profile.View == "allocs" {
-		q := r.query
-		q.View = "leaks"
-		lr, err := q.Compute(r.source)
-		if err != nil {
-			return err
-		}
-		inuse = lr.Profile
+		inuse = r.Replay().Leaks(r.opt)
 		inuse.View = "allocs"
 	}
-	return PProf(w, r.Capture, r.Allocs, inuse)
+	return PProf(w, r.Capture, r.Allocs(), inuse)
 }
 
 // RegisterFormat adds a format defined outside this package (the HTML page

@@ -36,14 +36,40 @@ const AtEnd time.Duration = -1
 
 // Result is a computed Query.
 type Result struct {
-	Capture  *capture.Capture // the capture, with hidden frames removed
-	Profile  *heap.Profile    // the view; for timeline, the live set at the peak
-	Allocs   *heap.Profile    // the allocs view with the same filters (pprof alloc_*)
-	Timeline *heap.Timeline
-	Filter   map[string]string // the filters given, for headers
+	Capture *capture.Capture  // the capture, with hidden frames removed
+	Profile *heap.Profile     // the view; for timeline, the live set at the peak
+	Filter  map[string]string // the filters given, for headers
 
 	query  Query            // what was computed
 	source *capture.Capture // from what, before hiding frames
+	cc     *capture.Capture // Capture within the window, if any
+	opt    heap.Options
+
+	// The replay, the timeline and the allocs view are computed when first
+	// asked for: the text of most views needs neither of the last two, and
+	// the allocs view no replay.
+	replay *heap.Replay
+	allocs *heap.Profile
+}
+
+// Replay returns the replay of the result's streams.
+func (r *Result) Replay() *heap.Replay {
+	if r.replay == nil {
+		r.replay = heap.NewReplay(r.cc, r.opt)
+	}
+	return r.replay
+}
+
+// Timeline returns the timeline of the result's streams.
+func (r *Result) Timeline() *heap.Timeline { return r.Replay().Timeline() }
+
+// Allocs returns the allocs view with the result's filters (pprof's
+// alloc_* values).
+func (r *Result) Allocs() *heap.Profile {
+	if r.allocs == nil {
+		r.allocs = heap.Allocs(r.cc, r.opt)
+	}
+	return r.allocs
 }
 
 // Compute runs q on c. It fails on an unknown view, a bad regexp, or a pid
@@ -89,39 +115,32 @@ func (q Query) Compute(c *capture.Capture) (*Result, error) {
 		cc = cc.Window(start+int64(q.From), start+int64(q.Until))
 		r.Filter["window"] = q.From.String() + "," + q.Until.String()
 	}
+	r.cc, r.opt = cc, opt
 	switch q.View {
 	case "allocs":
-		r.Profile = heap.Allocs(cc, opt)
+		r.Profile = r.Allocs()
 	case "leaks":
-		r.Profile, r.Timeline = heap.LeaksAndTimeline(cc, opt)
+		r.Profile = r.Replay().Leaks(opt)
 	case "live":
 		at := heap.Start(cc) + int64(q.At)
 		if q.At < 0 {
 			at = heap.LastEvent(cc)
 		}
-		r.Profile = heap.Live(cc, opt, at)
+		r.Profile = r.Replay().Live(opt, at)
 	case "peak":
-		r.Profile, r.Timeline = heap.PeakAndTimeline(cc, opt)
+		r.Profile = r.Replay().Peak(opt)
 	case "temporary":
-		r.Profile = heap.Temporary(cc, opt, q.Lifetime)
+		r.Profile = r.Replay().Temporary(opt, q.Lifetime)
 	case "timeline":
-		r.Profile, r.Timeline = heap.PeakAndTimeline(cc, opt)
+		r.Profile = r.Replay().Peak(opt)
 		r.Profile.View = "timeline"
 	default:
 		return nil, fmt.Errorf("unknown view %q (one of %v)", q.View, Views)
-	}
-	if r.Timeline == nil {
-		r.Timeline = heap.TimelineOf(cc, opt)
-	}
-	if q.View == "allocs" {
-		r.Allocs = r.Profile
-	} else {
-		r.Allocs = heap.Allocs(cc, opt)
 	}
 	return r, nil
 }
 
 // Doc is the JSON document of the result.
 func (r *Result) Doc() *Doc {
-	return BuildDoc(r.Capture, r.Profile, DocOptions{Timeline: r.Timeline, Filter: r.Filter})
+	return BuildDoc(r.Capture, r.Profile, DocOptions{Timeline: r.Timeline(), Filter: r.Filter})
 }

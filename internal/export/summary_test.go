@@ -15,14 +15,15 @@ func TestSummaryNothingSampled(t *testing.T) {
 	c.Meta = capture.Meta{Rate: 512 << 10, Command: []string{"true"}}
 	c.Processes = []*capture.Process{{Stream: 1, PID: 100, Exe: "/usr/bin/true"}}
 	c.RSS = []capture.RSS{{Stream: 1, TimeNano: 5e9, Bytes: 1 << 20}, {Stream: 1, TimeNano: 6e9, Bytes: 2 << 20}}
-	peak, tl := heap.PeakAndTimeline(c, heap.Options{})
+	rp := heap.NewReplay(c, heap.Options{})
+	peak, tl := rp.Peak(heap.Options{}), rp.Timeline()
 	var sum strings.Builder
-	if err := Summary(&sum, c, heap.Allocs(c, heap.Options{}), heap.Leaks(c, heap.Options{}),
+	if err := Summary(&sum, c, heap.Allocs(c, heap.Options{}), rp.Leaks(heap.Options{}),
 		SummaryOptions{Status: "exited with status 0", Capture: "x.hlc", Peak: peak, Timeline: tl}); err != nil {
 		t.Fatal(err)
 	}
 	var view strings.Builder
-	if err := TimelineText(&view, c, tl); err != nil {
+	if err := TimelineText(&view, c, tl, rp); err != nil {
 		t.Fatal(err)
 	}
 	for name, out := range map[string]string{"summary": sum.String(), "timeline": view.String()} {

@@ -12,8 +12,9 @@ import (
 
 // TimelineText writes the timeline view as text: the peaks, then one line
 // per point of the whole tree's estimated heap and of the RSS samples,
-// merged in time order. Times are seconds since the capture's start.
-func TimelineText(w io.Writer, c *capture.Capture, tl *heap.Timeline) error {
+// merged in time order. Times are seconds since the capture's start. rp
+// is the replay tl comes from.
+func TimelineText(w io.Writer, c *capture.Capture, tl *heap.Timeline, rp *heap.Replay) error {
 	bw := bufio.NewWriter(w)
 	s := func(t int64) float64 { return float64(t-tl.Start) / 1e9 }
 	fmt.Fprintf(bw, "view:      timeline\n")
@@ -25,11 +26,7 @@ func TimelineText(w io.Writer, c *capture.Capture, tl *heap.Timeline) error {
 	for _, st := range tl.Streams {
 		fmt.Fprintf(bw, "  %s stream %d: peak %s %s\n", ProcessLabel(c, st.Stream), st.Stream, size.Human(st.Peak.Bytes), peakAt(tl, st.Peak))
 	}
-	var streams []uint32
-	for _, st := range tl.Streams {
-		streams = append(streams, st.Stream)
-	}
-	for _, l := range GapLines(heap.RSSGap(c, heap.Options{Streams: streams}), tl.Start, "") {
+	for _, l := range GapLines(rp.RSSGap(), tl.Start, "") {
 		fmt.Fprintln(bw, l)
 	}
 	fmt.Fprintf(bw, "\n%10s  %14s  %14s\n", "time (s)", "heap (est.)", "RSS")

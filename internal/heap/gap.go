@@ -63,7 +63,14 @@ func (g *Gap) FreeShare() float64 {
 // RSSGap returns the Gap at the moment glibc's arenas held the most free
 // memory, or nil when the capture has no malloc statistics (no glibc, or a
 // capture from before they were recorded).
-func RSSGap(c *capture.Capture, opt Options) *Gap {
+func RSSGap(c *capture.Capture, opt Options) *Gap { return rssGap(c, opt, nil) }
+
+// RSSGap is RSSGap of the replay's capture and streams.
+func (rp *Replay) RSSGap() *Gap { return rssGap(rp.c, Options{Streams: rp.covered}, rp) }
+
+// rssGap is RSSGap; rp, if not nil, is the replay of c's streams opt
+// covers.
+func rssGap(c *capture.Capture, opt Options, rp *Replay) *Gap {
 	var best *Gap
 	for _, g := range mallocReadings(c, opt) {
 		if best == nil || g.Free > best.Free {
@@ -84,7 +91,10 @@ func RSSGap(c *capture.Capture, opt Options) *Gap {
 			best.RSS += float64(b)
 		}
 	}
-	live := Live(c, Options{Streams: opt.Streams}, best.T)
+	if rp == nil {
+		rp = NewReplay(c, opt)
+	}
+	live := rp.Live(Options{}, best.T)
 	best.Heap = live.HeapAt
 	best.ByKind = map[string]float64{}
 	for _, s := range live.Samples {

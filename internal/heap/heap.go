@@ -220,8 +220,9 @@ func (s *Sample) Add(a *capture.Alloc, w, sign float64) {
 	s.Count += int(sign)
 }
 
-func (b *builder) profile(view string, c *capture.Capture, opt Options) *Profile {
-	p := &Profile{View: view, Rate: c.Meta.Rate, Drops: make(map[uint32]DropStats), Start: Start(c), Streams: opt.Streams}
+// profile returns the view's Profile; start is Start(c).
+func (b *builder) profile(view string, c *capture.Capture, opt Options, start int64) *Profile {
+	p := &Profile{View: view, Rate: c.Meta.Rate, Drops: make(map[uint32]DropStats), Start: start, Streams: opt.Streams}
 	p.Samples = make([]Sample, 0, len(b.sites))
 	for _, s := range b.sites {
 		p.Samples = append(p.Samples, *s)
@@ -261,7 +262,7 @@ func Allocs(c *capture.Capture, opt Options) *Profile {
 			b.add(a)
 		}
 	}
-	return b.profile("allocs", c, opt)
+	return b.profile("allocs", c, opt, Start(c))
 }
 
 // Leaks is the "leaks" view: per stream, the sampled allocations still live
@@ -275,53 +276,14 @@ func Allocs(c *capture.Capture, opt Options) *Profile {
 // live replaces the older one and counts in LostFrees: the allocator cannot
 // hand out a live address, so the older block's free was lost.
 func Leaks(c *capture.Capture, opt Options) *Profile {
-	r := newReplayer(c, opt)
-	for r.next < len(r.ev) {
-		r.step()
-	}
-	return leaks(r, opt)
+	return NewReplay(c, opt).Leaks(opt)
 }
 
 // LeaksAndTimeline returns Leaks(c, opt) and TimelineOf(c, opt) from one
 // replay instead of two.
 func LeaksAndTimeline(c *capture.Capture, opt Options) (*Profile, *Timeline) {
-	r := newReplayer(c, opt)
-	tb := newTimelineBuilder(c, opt, r)
-	for r.next < len(r.ev) {
-		r.step()
-		tb.observe(r)
-	}
-	return leaks(r, opt), tb.timeline(r)
-}
-
-// leaks returns the leaks view of a finished replay.
-func leaks(r *replayer, opt Options) *Profile {
-	c := r.c
-	var cutoff map[uint32]int64 // by stream, with MinAge
-	if opt.MinAge > 0 {
-		cutoff = make(map[uint32]int64, len(r.streams))
-		for _, e := range r.ev { // in time order: the last event of a stream wins
-			cutoff[r.streams[e.si]] = e.time
-		}
-		for s, end := range cutoff {
-			if e := c.Ends[s]; e != nil && e.TimeNano > end {
-				end = e.TimeNano
-			}
-			cutoff[s] = end - int64(opt.MinAge)
-		}
-	}
-	idx := r.live.appendRefs(make([]int, 0, r.live.n))
-	slices.Sort(idx) // add in allocation order so float sums are deterministic
-	b := newBuilder(c, opt)
-	for _, i := range idx {
-		if a := &c.Allocs[i]; cutoff == nil || a.TimeNano <= cutoff[a.Stream] {
-			b.add(a)
-		}
-	}
-	out := b.profile("leaks", c, opt)
-	out.UnmatchedFrees = r.unmatched
-	out.LostFrees = r.lost
-	return out
+	rp := NewReplay(c, opt)
+	return rp.Leaks(opt), rp.Timeline()
 }
 
 // FuncMixed is Sample.Func when its samples came through different hooked

@@ -46,7 +46,7 @@ func TestWeight(t *testing.T) {
 }
 
 // synth builds a capture with one process per stream and the given records.
-func synth(rate uint64, allocs []capture.Alloc, frees []capture.Free, order []int) *capture.Capture {
+func synth(rate uint64, allocs []capture.Alloc, frees []capture.Free, order []int32) *capture.Capture {
 	c := capture.NewCapture()
 	c.Meta.Rate = rate
 	c.Processes = []*capture.Process{{Stream: 1, PID: 100}, {Stream: 2, PID: 200}}
@@ -123,7 +123,7 @@ func TestLeaks(t *testing.T) {
 		name      string
 		allocs    []capture.Alloc
 		frees     []capture.Free
-		order     []int
+		order     []int32
 		opt       Options
 		want      []Sample
 		bytes     float64
@@ -134,7 +134,7 @@ func TestLeaks(t *testing.T) {
 			name:   "freed and live",
 			allocs: []capture.Alloc{alloc(1, 1, 0xa, 10, 1), alloc(1, 2, 0xb, 20, 2), alloc(1, 3, 0xc, 40, 2)},
 			frees:  []capture.Free{free(1, 5, 0xb)},
-			order:  []int{3},
+			order:  []int32{3},
 			want:   []Sample{{1, 2, 40, 1, 1, 0, 0, capture.FuncMalloc}, {1, 1, 10, 1, 1, 0, 0, capture.FuncMalloc}},
 			bytes:  50,
 		},
@@ -144,7 +144,7 @@ func TestLeaks(t *testing.T) {
 			name:   "realloc same address same time",
 			allocs: []capture.Alloc{alloc(1, 1, 0xa, 10, 1), alloc(1, 5, 0xa, 99, 3)},
 			frees:  []capture.Free{free(1, 5, 0xa)},
-			order:  []int{1},
+			order:  []int32{1},
 			want:   []Sample{{1, 3, 99, 1, 1, 0, 0, capture.FuncMalloc}},
 			bytes:  99,
 		},
@@ -160,7 +160,7 @@ func TestLeaks(t *testing.T) {
 			name:   "tie in file order alloc then free",
 			allocs: []capture.Alloc{alloc(1, 5, 0xa, 10, 1)},
 			frees:  []capture.Free{free(1, 5, 0xa)},
-			order:  []int{1},
+			order:  []int32{1},
 			want:   []Sample{},
 			bytes:  0,
 		},
@@ -169,7 +169,7 @@ func TestLeaks(t *testing.T) {
 			name:   "out of order in file",
 			allocs: []capture.Alloc{alloc(1, 10, 0xa, 10, 1), alloc(1, 1, 0xa, 20, 2)},
 			frees:  []capture.Free{free(1, 5, 0xa)},
-			order:  []int{0},
+			order:  []int32{0},
 			want:   []Sample{{1, 1, 10, 1, 1, 0, 0, capture.FuncMalloc}},
 			bytes:  10,
 		},
@@ -177,7 +177,7 @@ func TestLeaks(t *testing.T) {
 			name:      "unmatched free and lost free",
 			allocs:    []capture.Alloc{alloc(1, 1, 0xa, 10, 1), alloc(1, 2, 0xa, 30, 2)},
 			frees:     []capture.Free{free(1, 0, 0xdead), free(1, 3, 0xbeef)},
-			order:     []int{0, 2},
+			order:     []int32{0, 2},
 			want:      []Sample{{1, 2, 30, 1, 1, 0, 0, capture.FuncMalloc}},
 			bytes:     30,
 			unmatched: 2,
@@ -188,7 +188,7 @@ func TestLeaks(t *testing.T) {
 			name:   "streams",
 			allocs: []capture.Alloc{alloc(1, 1, 0xa, 10, 1), alloc(2, 1, 0xa, 20, 1)},
 			frees:  []capture.Free{free(2, 2, 0xa)},
-			order:  []int{2},
+			order:  []int32{2},
 			want:   []Sample{{1, 1, 10, 1, 1, 0, 0, capture.FuncMalloc}},
 			bytes:  10,
 		},
@@ -196,7 +196,7 @@ func TestLeaks(t *testing.T) {
 			name:      "stream filter",
 			allocs:    []capture.Alloc{alloc(1, 1, 0xa, 10, 1), alloc(2, 1, 0xa, 20, 1)},
 			frees:     []capture.Free{free(1, 2, 0xb)},
-			order:     []int{2},
+			order:     []int32{2},
 			opt:       Options{Streams: []uint32{2}},
 			want:      []Sample{{2, 1, 20, 1, 1, 0, 0, capture.FuncMalloc}},
 			bytes:     20,
@@ -357,13 +357,13 @@ func BenchmarkLeaks(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	var allocs []capture.Alloc
 	var frees []capture.Free
-	var order []int
+	var order []int32
 	for i := range 1_000_000 {
 		addr := uint64(rng.IntN(1 << 20))
 		allocs = append(allocs, alloc(1, int64(i), addr, 64, uint64(1+rng.IntN(100))))
 		if i%2 == 1 {
 			frees = append(frees, free(1, int64(i), addr))
-			order = append(order, len(allocs))
+			order = append(order, int32(len(allocs)))
 		}
 	}
 	c := synth(4096, allocs, frees, order)

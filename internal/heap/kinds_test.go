@@ -15,7 +15,7 @@ func TestTimelineKinds(t *testing.T) {
 	object := alloc(2, 4, 0x30, 48, 3)
 	object.Func = capture.FuncPyMemMalloc
 	c := synth(1, []capture.Alloc{alloc(1, 1, 0x10, 100, 1), alloc(1, 2, 0x20, 200, 1), mapped, object},
-		[]capture.Free{free(1, 5, 0x20), free(1, 6, 0x7000)}, []int{4, 4})
+		[]capture.Free{free(1, 5, 0x20), free(1, 6, 0x7000)}, []int32{4, 4})
 	tl := TimelineOf(c, Options{})
 	last := func(ps []Point) float64 { return ps[len(ps)-1].Bytes }
 	peak := func(ps []Point) float64 {

@@ -53,14 +53,21 @@ func LastEvent(c *capture.Capture) int64 {
 
 // event is one Alloc or Free of a covered stream, in replay order. A
 // replay holds one per record, tens of millions for a long run, so it
-// keeps only what ordering needs and reads the rest from the record.
-// Indexes and positions in the replay are int32: 2^31 records would take
-// over 64 GiB as capture.Alloc and capture.Free values, and events refuses
-// them rather than wrap around.
+// keeps only what ordering needs and reads the rest, even the time, from
+// the record. Indexes and positions in the replay are int32: 2^31 records
+// would take over 64 GiB as capture.Alloc and capture.Free values, and
+// events refuses them rather than wrap around.
 type event struct {
-	time int64
-	rec  int32  // index in Capture.Allocs, or ^index in Capture.Frees
-	si   uint32 // the stream's index in replayer.streams
+	rec int32  // index in Capture.Allocs, or ^index in Capture.Frees
+	si  uint32 // the stream's index in replayer.streams
+}
+
+// time returns the event's TimeNano.
+func (e event) time(c *capture.Capture) int64 {
+	if e.rec < 0 {
+		return c.Frees[^e.rec].TimeNano
+	}
+	return c.Allocs[e.rec].TimeNano
 }
 
 // events returns the Allocs and Frees of the covered streams in replay
@@ -75,8 +82,8 @@ func events(c *capture.Capture, opt Options) ([]event, []uint32, bool) {
 	}
 	order := c.FreeOrder
 	if len(order) != len(c.Frees) || !slices.IsSorted(order) ||
-		(len(order) > 0 && (order[0] < 0 || order[len(order)-1] > len(c.Allocs))) {
-		order = make([]int, len(c.Frees)) // all frees before all allocs
+		(len(order) > 0 && (order[0] < 0 || int(order[len(order)-1]) > len(c.Allocs))) {
+		order = make([]int32, len(c.Frees)) // all frees before all allocs
 	}
 	var streams []uint32
 	index := map[uint32]int{} // stream → index in streams, -1 if not covered
@@ -101,9 +108,9 @@ func events(c *capture.Capture, opt Options) ([]event, []uint32, bool) {
 	ev := make([]event, 0, len(c.Allocs)+len(c.Frees))
 	j := 0
 	emitFrees := func(upTo int) {
-		for ; j < len(c.Frees) && order[j] <= upTo; j++ {
+		for ; j < len(c.Frees) && int(order[j]) <= upTo; j++ {
 			if si := indexOf(c.Frees[j].Stream); si >= 0 {
-				ev = append(ev, event{time: c.Frees[j].TimeNano, rec: ^int32(j), si: uint32(si)})
+				ev = append(ev, event{rec: ^int32(j), si: uint32(si)})
 			}
 		}
 	}
@@ -111,22 +118,43 @@ func events(c *capture.Capture, opt Options) ([]event, []uint32, bool) {
 	for i := range c.Allocs {
 		emitFrees(i)
 		if si := indexOf(c.Allocs[i].Stream); si >= 0 {
-			ev = append(ev, event{time: c.Allocs[i].TimeNano, rec: int32(i), si: uint32(si)})
+			ev = append(ev, event{rec: int32(i), si: uint32(si)})
 			mixed = mixed || kindIndex(c.Allocs[i].Func) != 0
 		}
 	}
 	emitFrees(len(c.Allocs))
-	cmpEv := func(x, y event) int {
-		if c := cmp.Compare(x.time, y.time); c != 0 {
-			return c
-		}
-		return cmp.Compare(streams[x.si], streams[y.si])
-	}
-	// Records are mostly in order already; skip the sort when they are.
-	if !slices.IsSortedFunc(ev, cmpEv) {
-		slices.SortStableFunc(ev, cmpEv)
-	}
+	sortEvents(c, ev, streams)
 	return ev, streams, mixed
+}
+
+// sortEvents sorts events in file order into replay order. Records are
+// mostly in order already (the agent writes them as they come): it only
+// checks them then.
+func sortEvents(c *capture.Capture, ev []event, streams []uint32) {
+	sorted := true
+	for k := 1; k < len(ev) && sorted; k++ {
+		t0, t1 := ev[k-1].time(c), ev[k].time(c)
+		sorted = t0 < t1 || t0 == t1 && streams[ev[k-1].si] <= streams[ev[k].si]
+	}
+	if sorted {
+		return
+	}
+	// Sorting by the records' times would read them at random: the times
+	// go beside the events for the sort.
+	type timed struct {
+		time int64
+		e    event
+	}
+	tev := make([]timed, len(ev))
+	for k, e := range ev {
+		tev[k] = timed{e.time(c), e}
+	}
+	slices.SortStableFunc(tev, func(x, y timed) int {
+		return cmp.Or(cmp.Compare(x.time, y.time), cmp.Compare(streams[x.e.si], streams[y.e.si]))
+	})
+	for k := range tev {
+		ev[k] = tev[k].e
+	}
 }
 
 // replayer replays Allocs and Frees of the covered streams in time order,
@@ -171,7 +199,16 @@ type replayer struct {
 	// in Capture.Allocs), so that the live set after any number of events
 	// can be listed after the replay without replaying again.
 	life []lifespan
+	// deaths lists died positions of life not yet written there, in replay
+	// order, written by settleLifespans every deathBatch of them and at the
+	// end: a free's allocation is anywhere in life, and writing there at
+	// once stalls every free on a cache miss, while a loop of such writes
+	// keeps many in flight.
+	deaths []death
 }
+
+// death is one allocation's end: Capture.Allocs index, event position.
+type death struct{ ref, at int32 }
 
 // lifespan is when an allocation was live, in event positions: born is
 // the position of its Alloc event, died that of the event that ended it (a
@@ -200,7 +237,7 @@ func newReplayer(c *capture.Capture, opt Options) *replayer {
 	// or a damaged one, cannot take records away from it.
 	last := make([]int64, len(streams))
 	for _, e := range ev {
-		last[e.si] = max(last[e.si], e.time)
+		last[e.si] = max(last[e.si], e.time(c))
 	}
 	for si, s := range streams {
 		r.endedAt[si] = math.MaxInt32
@@ -247,9 +284,34 @@ func (r *replayer) ended(k int) map[uint32]int32 {
 	return m
 }
 
-// recordLifespans makes the replay fill r.life.
+// deathBatch is the number of deaths a replay keeps before writing them
+// into life.
+const deathBatch = 1 << 16
+
+// died records that allocation ref (Capture.Allocs index) ended at event
+// position k, in a replay that records lifespans.
+func (r *replayer) died(ref int32, k int) {
+	if r.life == nil {
+		return
+	}
+	r.deaths = append(r.deaths, death{ref, int32(k)})
+	if len(r.deaths) == deathBatch {
+		r.settleLifespans()
+	}
+}
+
+// settleLifespans writes the recorded deaths into life.
+func (r *replayer) settleLifespans() {
+	for _, d := range r.deaths {
+		r.life[d.ref].died = d.at
+	}
+	r.deaths = r.deaths[:0]
+}
+
+// recordLifespans makes the replay fill r.life (see settleLifespans).
 func (r *replayer) recordLifespans() {
 	r.life = make([]lifespan, len(r.c.Allocs))
+	r.deaths = make([]death, 0, deathBatch)
 	for i := range r.life {
 		r.life[i] = lifespan{math.MaxInt32, math.MaxInt32}
 	}
@@ -282,7 +344,7 @@ func (r *replayer) addKind(si uint32, k uint8, b float64) {
 func (r *replayer) step() (freed int) {
 	k := r.next
 	e := r.ev[k]
-	r.endUntil(e.time - 1) // a stream's last records share its End's time
+	r.endUntil(e.time(r.c) - 1) // a stream's last records share its End's time
 	r.next++
 	if e.rec < 0 {
 		i, ok := r.live.lookup(e.si, r.c.Frees[^e.rec].Addr)
@@ -295,9 +357,7 @@ func (r *replayer) step() (freed int) {
 		r.total -= s.bytes
 		r.perStream[e.si] -= s.bytes
 		r.addKind(e.si, s.kind, -s.bytes)
-		if r.life != nil {
-			r.life[s.ref-1].died = int32(k)
-		}
+		r.died(s.ref-1, k)
 		return int(s.ref - 1)
 	}
 	a := &r.c.Allocs[e.rec]
@@ -310,9 +370,7 @@ func (r *replayer) step() (freed int) {
 		r.total -= old.bytes
 		r.perStream[e.si] -= old.bytes
 		r.addKind(e.si, old.kind, -old.bytes)
-		if r.life != nil {
-			r.life[old.ref-1].died = int32(k)
-		}
+		r.died(old.ref-1, k)
 		*old = s
 	} else {
 		r.live.insert(i, s)
@@ -326,33 +384,10 @@ func (r *replayer) step() (freed int) {
 	return -1
 }
 
-// snapshot builds a profile of the allocations idx (indexes in
-// c.Allocs, ascending so that float sums are deterministic).
-func snapshot(c *capture.Capture, view string, opt Options, idx []int) *Profile {
-	b := newBuilder(c, opt)
-	for _, i := range idx {
-		b.add(&c.Allocs[i])
-	}
-	return b.profile(view, c, opt)
-}
-
 // Live is the "live" view: the sampled allocations live at time at
 // (CLOCK_MONOTONIC), after every event stamped at or before it.
 func Live(c *capture.Capture, opt Options, at int64) *Profile {
-	r := newReplayer(c, opt)
-	for r.next < len(r.ev) && r.ev[r.next].time <= at {
-		r.step()
-	}
-	r.endUntil(at)
-	idx := r.live.appendRefs(make([]int, 0, r.live.n))
-	if gone := r.ended(r.next + 1); gone != nil {
-		idx = slices.DeleteFunc(idx, func(i int) bool { _, ok := gone[c.Allocs[i].Stream]; return ok })
-	}
-	slices.Sort(idx)
-	p := snapshot(c, "live", opt, idx)
-	p.At, p.HeapAt = at, max(r.total, 0)
-	p.UnmatchedFrees, p.LostFrees = r.unmatched, r.lost
-	return p
+	return NewReplay(c, opt).Live(opt, at)
 }
 
 // peak follows a replay's highest estimated heap, after every event.
@@ -365,29 +400,8 @@ type peak struct {
 
 func (pk *peak) observe(r *replayer) {
 	if r.total > pk.bytes {
-		*pk = peak{bytes: r.total, at: r.ev[r.next-1].time, k: r.next, unmatched: r.unmatched, lost: r.lost}
+		*pk = peak{bytes: r.total, at: r.ev[r.next-1].time(r.c), k: r.next, unmatched: r.unmatched, lost: r.lost}
 	}
-}
-
-// profile returns the peak view of a replay that recorded lifespans.
-func (pk *peak) profile(r *replayer, opt Options) *Profile {
-	k := int32(pk.k)
-	gone := r.ended(pk.k)
-	var idx []int
-	for i, l := range r.life {
-		if l.born < k && k <= l.died {
-			if _, ok := gone[r.c.Allocs[i].Stream]; !ok {
-				idx = append(idx, i)
-			}
-		}
-	}
-	p := snapshot(r.c, "peak", opt, idx)
-	p.At, p.HeapAt = pk.at, pk.bytes
-	if pk.k == 0 {
-		p.At = p.Start
-	}
-	p.UnmatchedFrees, p.LostFrees = pk.unmatched, pk.lost
-	return p
 }
 
 // Peak is the "peak" view: the live set at the moment the estimated heap of
@@ -395,47 +409,19 @@ func (pk *peak) profile(r *replayer, opt Options) *Profile {
 // their sum over time, not the sum of each one's peak. The earliest moment
 // wins a tie. Profile.At is that moment, Profile.HeapAt the peak.
 func Peak(c *capture.Capture, opt Options) *Profile {
-	r := newReplayer(c, opt)
-	r.recordLifespans()
-	var pk peak
-	for r.next < len(r.ev) {
-		r.step()
-		pk.observe(r)
-	}
-	return pk.profile(r, opt)
+	return NewReplay(c, opt).Peak(opt)
 }
 
 // PeakAndTimeline returns Peak(c, opt) and TimelineOf(c, opt) from one
-// replay instead of two: the peak view needs the whole replay to know
-// where the peak is, and the timeline is drawn along the way.
+// replay instead of two.
 func PeakAndTimeline(c *capture.Capture, opt Options) (*Profile, *Timeline) {
-	r := newReplayer(c, opt)
-	r.recordLifespans()
-	tb := newTimelineBuilder(c, opt, r)
-	var pk peak
-	for r.next < len(r.ev) {
-		r.step()
-		pk.observe(r)
-		tb.observe(r)
-	}
-	return pk.profile(r, opt), tb.timeline(r)
+	rp := NewReplay(c, opt)
+	return rp.Peak(opt), rp.Timeline()
 }
 
 // Temporary is the "temporary" view: sampled allocations freed within
 // lifetime of being allocated (lifetime ≤ 0 means DefaultLifetime): the
 // churn that costs allocator time without holding memory.
 func Temporary(c *capture.Capture, opt Options, lifetime time.Duration) *Profile {
-	if lifetime <= 0 {
-		lifetime = DefaultLifetime
-	}
-	r := newReplayer(c, opt)
-	b := newBuilder(c, opt)
-	for r.next < len(r.ev) {
-		if i := r.step(); i >= 0 && r.ev[r.next-1].time-c.Allocs[i].TimeNano <= int64(lifetime) {
-			b.add(&c.Allocs[i])
-		}
-	}
-	p := b.profile("temporary", c, opt)
-	p.UnmatchedFrees, p.LostFrees, p.Lifetime = r.unmatched, r.lost, lifetime
-	return p
+	return NewReplay(c, opt).Temporary(opt, lifetime)
 }

@@ -21,7 +21,7 @@ func twoStreams() *capture.Capture {
 		alloc(1, 1, 0xa, 100, 1),
 		b,
 		alloc(2, 8, 0xc, 150, 3),
-	}, []capture.Free{free(1, 5, 0xa), free(2, 7, 0xb)}, []int{2, 2})
+	}, []capture.Free{free(1, 5, 0xa), free(2, 7, 0xb)}, []int32{2, 2})
 	c.Ends[2] = &capture.End{Stream: 2, TimeNano: 20}
 	return c
 }
@@ -155,7 +155,7 @@ func TestTimeline(t *testing.T) {
 func TestTimelineDownsampleKeepsSpikes(t *testing.T) {
 	var allocs []capture.Alloc
 	var frees []capture.Free
-	var order []int
+	var order []int32
 	for i := range 100000 {
 		size := uint64(10)
 		if i == 54321 {
@@ -163,7 +163,7 @@ func TestTimelineDownsampleKeepsSpikes(t *testing.T) {
 		}
 		allocs = append(allocs, alloc(1, int64(2*i), uint64(0x1000+i), size, 1))
 		frees = append(frees, free(1, int64(2*i+1), uint64(0x1000+i)))
-		order = append(order, i+1)
+		order = append(order, int32(i+1))
 	}
 	tl := TimelineOf(synth(1, allocs, frees, order), Options{})
 	if len(tl.Total) > timelinePoints+1 {
@@ -208,7 +208,7 @@ func peakTies() *capture.Capture {
 		free(1, 13, 0xa),
 		free(1, 15, 0xd),
 		free(1, 16, 0xdead),
-	}, []int{0, 2, 5, 5})
+	}, []int32{0, 2, 5, 5})
 }
 
 // TestReplayViews checks the peak view, the leaks view and the timeline of
@@ -266,7 +266,7 @@ func TestReplayViews(t *testing.T) {
 		{
 			// The heap never rises above 0: the peak is the empty live set
 			// at the start, before any event, so before the unmatched free.
-			name: "no allocation", c: synth(1, nil, []capture.Free{free(1, 4, 0xa)}, []int{0}),
+			name: "no allocation", c: synth(1, nil, []capture.Free{free(1, 4, 0xa)}, []int32{0}),
 			stacks: map[uint64]float64{}, at: 4, heapAt: 0,
 			total:       []Point{{4, 0}},
 			streamPeaks: []Point{{}, {}},
@@ -322,7 +322,7 @@ func churn(n int) *capture.Capture {
 	rng := rand.New(rand.NewPCG(7, 11))
 	var allocs []capture.Alloc
 	var frees []capture.Free
-	var order []int
+	var order []int32
 	live := make([]uint64, 0, n/10)
 	t, addr := int64(1e9), uint64(0x5555_0000_0000)
 	for range n {
@@ -330,7 +330,7 @@ func churn(n int) *capture.Capture {
 		if len(live) >= n/10 {
 			k := rng.IntN(len(live))
 			frees = append(frees, free(1, t, live[k]))
-			order = append(order, len(allocs))
+			order = append(order, int32(len(allocs)))
 			live[k] = live[len(live)-1]
 			live = live[:len(live)-1]
 		}

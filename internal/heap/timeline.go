@@ -86,7 +86,7 @@ func newTimelineBuilder(c *capture.Capture, opt Options, r *replayer) *timelineB
 	tl := &Timeline{Start: Start(c), Drops: make(map[uint32]DropStats)}
 	end := tl.Start
 	if n := len(r.ev); n > 0 {
-		end = max(end, r.ev[n-1].time)
+		end = max(end, r.ev[n-1].time(c))
 	}
 	for i := range c.RSS {
 		if opt.keep(c.RSS[i].Stream) {
@@ -126,8 +126,10 @@ func (tb *timelineBuilder) ended(t int64, si uint32, total float64) {
 // observe records the heap after the event r just applied.
 func (tb *timelineBuilder) observe(r *replayer) {
 	e := r.ev[r.next-1]
+	t := e.time(r.c)
 	// Several events at one time: only the state after the last counts.
-	if r.next < len(r.ev) && r.ev[r.next].time == e.time && r.ev[r.next].si == e.si {
+	tied := r.next < len(r.ev) && r.ev[r.next].time(r.c) == t // the next event has the same time
+	if tied && r.ev[r.next].si == e.si {
 		return
 	}
 	v := max(r.perStream[e.si], 0)
@@ -136,22 +138,22 @@ func (tb *timelineBuilder) observe(r *replayer) {
 		d = &downsampler{start: tb.tl.Start, width: tb.total.width}
 		tb.per[e.si] = d
 	}
-	d.add(e.time, v)
+	d.add(t, v)
 	if v > tb.peaks[e.si].Bytes {
-		tb.peaks[e.si] = Point{e.time, v}
+		tb.peaks[e.si] = Point{t, v}
 	}
-	if r.next < len(r.ev) && r.ev[r.next].time == e.time {
+	if tied {
 		return
 	}
-	t := max(r.total, 0)
-	tb.total.add(e.time, t)
+	total := max(r.total, 0)
+	tb.total.add(t, total)
 	if r.mixed {
 		for k := range tb.kinds {
-			tb.kinds[k].add(e.time, max(r.byKind[k], 0))
+			tb.kinds[k].add(t, max(r.byKind[k], 0))
 		}
 	}
-	if t > tb.tl.Peak.Bytes {
-		tb.tl.Peak = Point{e.time, t}
+	if total > tb.tl.Peak.Bytes {
+		tb.tl.Peak = Point{t, total}
 	}
 }
 
@@ -229,11 +231,5 @@ func mallocSeries(c *capture.Capture, opt Options) (inUse, free []Point) {
 // TimelineOf computes the timeline view. Thread and stack filters do not
 // apply: the heap of a process is one number.
 func TimelineOf(c *capture.Capture, opt Options) *Timeline {
-	r := newReplayer(c, opt)
-	tb := newTimelineBuilder(c, opt, r)
-	for r.next < len(r.ev) {
-		r.step()
-		tb.observe(r)
-	}
-	return tb.timeline(r)
+	return NewReplay(c, opt).Timeline()
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -439,13 +440,13 @@ func liveAt(c *capture.Capture, at int64) []int {
 		addr   uint64
 	}
 	order := c.FreeOrder
-	if len(order) != len(c.Frees) || !sort.IntsAreSorted(order) {
+	if len(order) != len(c.Frees) || !slices.IsSorted(order) {
 		order = timeOrder(c)
 	}
 	live := map[key]int{}
 	j := 0
 	free := func(upTo int) {
-		for ; j < len(c.Frees) && order[j] <= upTo; j++ {
+		for ; j < len(c.Frees) && int(order[j]) <= upTo; j++ {
 			if f := &c.Frees[j]; f.TimeNano <= at {
 				delete(live, key{f.Stream, f.Addr})
 			}
@@ -469,14 +470,14 @@ func liveAt(c *capture.Capture, at int64) []int {
 // timeOrder is a FreeOrder from timestamps: each free goes before the
 // first allocation stamped after it (frees first on ties). It assumes
 // both slices are in time order, as one thread's records are.
-func timeOrder(c *capture.Capture) []int {
-	order := make([]int, len(c.Frees))
+func timeOrder(c *capture.Capture) []int32 {
+	order := make([]int32, len(c.Frees))
 	i := 0
 	for j := range c.Frees {
 		for i < len(c.Allocs) && c.Allocs[i].TimeNano < c.Frees[j].TimeNano {
 			i++
 		}
-		order[j] = i
+		order[j] = int32(i)
 	}
 	return order
 }

@@ -161,7 +161,7 @@ func TestLiveAt(t *testing.T) {
 		{Stream: 2, TimeNano: 36, Addr: 0xa, Size: 400}, // 3: another process, same address
 	}
 	c.Frees = []capture.Free{{Stream: 1, TimeNano: 20, Addr: 0xa}, {Stream: 1, TimeNano: 50, Addr: 0xa}}
-	c.FreeOrder = []int{1, 4}
+	c.FreeOrder = []int32{1, 4}
 	for _, tc := range []struct {
 		at   int64
 		want []int

@@ -305,7 +305,7 @@ func (b *bench) profileReport(path string) (map[string]float64, string, error) {
 	}
 	if err == nil {
 		err = stage("render json", func() error {
-			return export.JSON(io.Discard, res.Capture, res.Profile, export.DocOptions{Timeline: res.Timeline, Filter: res.Filter})
+			return export.JSON(io.Discard, res.Capture, res.Profile, export.DocOptions{Timeline: res.Timeline(), Filter: res.Filter})
 		})
 	}
 	pprof.StopCPUProfile()

@@ -1,0 +1,212 @@
+package heap
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	"github.com/heaplens/heaplens/internal/capture"
+)
+
+// A Replay is one replay of a capture's allocations and frees of the
+// covered streams, from start to end, kept so that every view and the
+// timeline are read from it instead of each replaying again: a replay
+// looks every event's address up in a live set far larger than the
+// caches, the dearest step of a report. It records when each allocation
+// was live, the peak, the timeline, and where frees went unmatched or
+// were lost, which is all the views need.
+//
+// A Replay is read-only once built; views of it may be computed
+// concurrently.
+type Replay struct {
+	c       *capture.Capture
+	covered []uint32 // Options.Streams
+	start   int64    // Start(c)
+	ev      []event
+	streams []uint32   // stream of each stream index (event.si)
+	life    []lifespan // by index in c.Allocs
+	ends    []streamEnd
+	endedAt []int32 // replayer.endedAt at the end
+	pk      peak
+	tl      *Timeline
+
+	// unmatchedAt and lostAt are the positions, in ev, of the frees that
+	// matched no live block and of the allocations that replaced a live
+	// one (counted in Profile.UnmatchedFrees and LostFrees), ascending.
+	unmatchedAt, lostAt []int32
+}
+
+// NewReplay replays the streams opt covers (only opt.Streams matters: the
+// other options choose samples of a view, not the heap replayed).
+func NewReplay(c *capture.Capture, opt Options) *Replay {
+	opt = Options{Streams: opt.Streams}
+	r := newReplayer(c, opt)
+	r.recordLifespans()
+	tb := newTimelineBuilder(c, opt, r)
+	rp := &Replay{c: c, covered: opt.Streams, start: tb.tl.Start, ev: r.ev, streams: r.streams, ends: r.ends}
+	for r.next < len(r.ev) {
+		unmatched, lost := r.unmatched, r.lost
+		r.step()
+		if r.unmatched != unmatched {
+			rp.unmatchedAt = append(rp.unmatchedAt, int32(r.next-1))
+		}
+		if r.lost != lost {
+			rp.lostAt = append(rp.lostAt, int32(r.next-1))
+		}
+		rp.pk.observe(r)
+		tb.observe(r)
+	}
+	rp.tl = tb.timeline(r)
+	r.settleLifespans()
+	rp.life, rp.endedAt = r.life, r.endedAt
+	return rp
+}
+
+// Timeline returns the timeline view. Thread and stack filters do not
+// apply to it: the heap of a process is one number.
+func (rp *Replay) Timeline() *Timeline { return rp.tl }
+
+// options returns opt restricted to the replay's streams.
+func (rp *Replay) options(opt Options) Options {
+	opt.Streams = rp.covered
+	return opt
+}
+
+// liveAt lists, in ascending order, the allocations live after the first
+// k events, leaving out those of streams in gone.
+func (rp *Replay) liveAt(k int, gone map[uint32]bool) []int {
+	var idx []int
+	k32 := int32(k)
+	for i, l := range rp.life {
+		if l.born < k32 && k32 <= l.died && (gone == nil || !gone[rp.c.Allocs[i].Stream]) {
+			idx = append(idx, i)
+		}
+	}
+	return idx
+}
+
+// endedBy returns the streams whose process had ended by time t (their
+// End, or their last record if later), nil if none had.
+func (rp *Replay) endedBy(t int64) map[uint32]bool {
+	var gone map[uint32]bool
+	for _, e := range rp.ends { // in time order
+		if e.time > t {
+			break
+		}
+		if gone == nil {
+			gone = map[uint32]bool{}
+		}
+		gone[rp.streams[e.si]] = true
+	}
+	return gone
+}
+
+// countBefore returns how many of the ascending positions pos are below k.
+func countBefore(pos []int32, k int) int {
+	return sort.Search(len(pos), func(i int) bool { return int(pos[i]) >= k })
+}
+
+// Leaks is the leaks view of the replay (see the function Leaks).
+func (rp *Replay) Leaks(opt Options) *Profile {
+	opt = rp.options(opt)
+	c := rp.c
+	var cutoff map[uint32]int64 // by stream, with MinAge
+	if opt.MinAge > 0 {
+		cutoff = map[uint32]int64{}
+		for _, e := range rp.ev { // in time order: the last event of a stream wins
+			cutoff[rp.streams[e.si]] = e.time(c)
+		}
+		for s, end := range cutoff {
+			if e := c.Ends[s]; e != nil && e.TimeNano > end {
+				end = e.TimeNano
+			}
+			cutoff[s] = end - int64(opt.MinAge)
+		}
+	}
+	b := newBuilder(c, opt)
+	for i, l := range rp.life {
+		// Live at the end: born in the replay, never ended by a free or a
+		// later allocation at its address. Added in allocation order so
+		// that float sums are deterministic.
+		if l.born != math.MaxInt32 && l.died == math.MaxInt32 {
+			if a := &c.Allocs[i]; cutoff == nil || a.TimeNano <= cutoff[a.Stream] {
+				b.add(a)
+			}
+		}
+	}
+	p := b.profile("leaks", c, opt, rp.start)
+	p.UnmatchedFrees, p.LostFrees = len(rp.unmatchedAt), len(rp.lostAt)
+	return p
+}
+
+// Live is the live view of the replay at time at (see the function Live).
+func (rp *Replay) Live(opt Options, at int64) *Profile {
+	opt = rp.options(opt)
+	k := sort.Search(len(rp.ev), func(i int) bool { return rp.ev[i].time(rp.c) > at })
+	idx := rp.liveAt(k, rp.endedBy(at))
+	p := rp.snapshot("live", opt, idx)
+	p.At = at
+	w := newWeigher(rp.c.Meta.Rate)
+	for _, i := range idx { // the heap then, before the sample filters
+		a := &rp.c.Allocs[i]
+		p.HeapAt += w.weight(a.Size) * float64(a.Size)
+	}
+	p.UnmatchedFrees, p.LostFrees = countBefore(rp.unmatchedAt, k), countBefore(rp.lostAt, k)
+	return p
+}
+
+// Peak is the peak view of the replay (see the function Peak).
+func (rp *Replay) Peak(opt Options) *Profile {
+	opt = rp.options(opt)
+	pk := rp.pk
+	var gone map[uint32]bool // streams that ended before the peak
+	for si, at := range rp.endedAt {
+		if int(at) < pk.k {
+			if gone == nil {
+				gone = map[uint32]bool{}
+			}
+			gone[rp.streams[si]] = true
+		}
+	}
+	p := rp.snapshot("peak", opt, rp.liveAt(pk.k, gone))
+	p.At, p.HeapAt = pk.at, pk.bytes
+	if pk.k == 0 {
+		p.At = p.Start
+	}
+	p.UnmatchedFrees, p.LostFrees = pk.unmatched, pk.lost
+	return p
+}
+
+// Temporary is the temporary view of the replay (see the function
+// Temporary).
+func (rp *Replay) Temporary(opt Options, lifetime time.Duration) *Profile {
+	opt = rp.options(opt)
+	if lifetime <= 0 {
+		lifetime = DefaultLifetime
+	}
+	c := rp.c
+	b := newBuilder(c, opt)
+	for i, l := range rp.life {
+		if l.died == math.MaxInt32 || l.born == math.MaxInt32 {
+			continue
+		}
+		// Ended by a free, not by a later allocation at its address (a
+		// lost free), within lifetime.
+		if e := rp.ev[l.died]; e.rec < 0 && e.time(c)-c.Allocs[i].TimeNano <= int64(lifetime) {
+			b.add(&c.Allocs[i])
+		}
+	}
+	p := b.profile("temporary", c, opt, rp.start)
+	p.UnmatchedFrees, p.LostFrees, p.Lifetime = len(rp.unmatchedAt), len(rp.lostAt), lifetime
+	return p
+}
+
+// snapshot builds a profile of the allocations idx (indexes in c.Allocs,
+// ascending so that float sums are deterministic).
+func (rp *Replay) snapshot(view string, opt Options, idx []int) *Profile {
+	b := newBuilder(rp.c, opt)
+	for _, i := range idx {
+		b.add(&rp.c.Allocs[i])
+	}
+	return b.profile(view, rp.c, opt, rp.start)
+}
