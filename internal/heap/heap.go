@@ -22,25 +22,51 @@ import (
 // (or 0, a capture without Meta) every allocation is sampled and the weight
 // is 1. A zero-size allocation can only be sampled at rate 1 and weighs 1.
 func Weight(size, rate uint64) float64 {
-	return newWeigher(rate).weight(size)
+	w := weigher{rate: rate}
+	if rate > 1 {
+		w.log1mp = math.Log1p(-1 / float64(rate))
+	}
+	return w.compute(size)
 }
 
 // weigher is Weight at one rate, with the logarithm of the rate computed
-// once: the views weigh every allocation of a capture, millions of them.
+// once and the weights of recent sizes kept: the views weigh every
+// allocation of a capture, millions of them, of a few sizes that repeat.
 type weigher struct {
 	rate   uint64
 	log1mp float64 // log1p(-1/rate): log of the chance a byte is not sampled
+	memo   *[weightMemo]sizeWeight
+}
+
+// weightMemo is the number of sizes a weigher keeps, by size modulo it.
+const weightMemo = 512
+
+type sizeWeight struct {
+	size uint64 // 0: none (size 0 weighs 1 without a lookup)
+	w    float64
 }
 
 func newWeigher(rate uint64) weigher {
 	w := weigher{rate: rate}
 	if rate > 1 {
 		w.log1mp = math.Log1p(-1 / float64(rate))
+		w.memo = new([weightMemo]sizeWeight)
 	}
 	return w
 }
 
 func (w weigher) weight(size uint64) float64 {
+	if w.memo == nil || size == 0 {
+		return 1
+	}
+	m := &w.memo[size%weightMemo]
+	if m.size != size {
+		*m = sizeWeight{size, w.compute(size)}
+	}
+	return m.w
+}
+
+func (w weigher) compute(size uint64) float64 {
 	if w.rate <= 1 || size == 0 {
 		return 1
 	}

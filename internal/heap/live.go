@@ -1,13 +1,13 @@
 package heap
 
-// liveSet is the set of live sampled blocks during a replay, keyed by
-// (stream, address). A replay does one lookup per event on a set of up to
-// millions of blocks, so it is an open-addressed table with linear probing
-// instead of a Go map: one probe usually reads one cache line, a slot holds
-// the block's estimated bytes so a free needs no second lookup in
-// Capture.Allocs, and deletion shifts later slots back instead of leaving
-// tombstones, which the churn of a long replay (every block allocated and
-// freed once) would otherwise pile up.
+// liveSet is the set of live sampled blocks while a replay's events are
+// matched (see match), keyed by (stream, address). A replay does one
+// lookup per event on a set of up to millions of blocks, so it is an
+// open-addressed table with linear probing instead of a Go map: one probe
+// usually reads one cache line (a slot is 16 bytes), and deletion shifts
+// later slots back instead of leaving tombstones, which the churn of a
+// long replay (every block allocated and freed once) would otherwise pile
+// up.
 type liveSet struct {
 	slots []liveSlot // len is a power of two; at most half full
 	shift uint       // 64 − log2(len(slots)): hash bits to drop
@@ -16,11 +16,9 @@ type liveSet struct {
 
 // liveSlot is one live block.
 type liveSlot struct {
-	addr  uint64
-	bytes float64 // Weight × size: the estimated bytes the block stands for
-	ref   int32   // 1 + index in Capture.Allocs; 0 marks an empty slot
-	si    uint32  // the stream's index in replayer.streams
-	kind  uint8   // its kind of memory (kindIndex), so a free reads no Alloc
+	addr uint64
+	ref  int32  // 1 + index in Capture.Allocs; 0 marks an empty slot
+	si   uint32 // the stream's index in replayer.streams
 }
 
 // minLiveSlots is the size of an empty table. It is small so that tests of

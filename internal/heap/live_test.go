@@ -25,7 +25,7 @@ func keysAt(t *testing.T, si uint32, home, n int) []uint64 {
 
 // put adds or replaces a block the way replayer.step does.
 func put(ls *liveSet, si uint32, addr uint64, ref int32) {
-	s := liveSlot{addr: addr, bytes: float64(ref), ref: ref, si: si}
+	s := liveSlot{addr: addr, ref: ref, si: si}
 	if i, ok := ls.lookup(si, addr); ok {
 		ls.slots[i] = s
 	} else {

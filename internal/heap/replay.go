@@ -158,8 +158,9 @@ func sortEvents(c *capture.Capture, ev []event, streams []uint32) {
 }
 
 // replayer replays Allocs and Frees of the covered streams in time order,
-// across streams, and keeps the live set and the estimated heap (Σ weight ×
-// size of live samples) of each stream and of all of them.
+// across streams, and keeps the estimated heap (Σ weight × size of live
+// samples) of each stream and of all of them. Which allocation each event
+// ends is known beforehand (match).
 //
 // A free of an address that is not live is counted in unmatched and
 // ignored. An allocation at an address that is already live replaces the
@@ -171,7 +172,11 @@ type replayer struct {
 	ev        []event
 	streams   []uint32 // stream of each stream index
 	next      int      // index of the next event to apply
-	live      liveSet
+	ended     []int32  // by event: 1 + the Capture.Allocs index of the allocation it ends, 0 if none (match)
+	// gathered holds, for the events from gatheredAt on, the size and
+	// function of the allocation each ends (gather).
+	gathered   []endedAlloc
+	gatheredAt int
 	total     float64
 	perStream []float64 // by stream index
 	// byKind is the heap by kind of memory (capture.MemKinds order), and
@@ -195,28 +200,6 @@ type replayer struct {
 	endedAt []int32
 	onEnd   func(time int64, si uint32, total float64) // the timeline's hook, if any
 
-	// life, if not nil, records the lifespan of each allocation (by index
-	// in Capture.Allocs), so that the live set after any number of events
-	// can be listed after the replay without replaying again.
-	life []lifespan
-	// deaths lists died positions of life not yet written there, in replay
-	// order, written by settleLifespans every deathBatch of them and at the
-	// end: a free's allocation is anywhere in life, and writing there at
-	// once stalls every free on a cache miss, while a loop of such writes
-	// keeps many in flight.
-	deaths []death
-}
-
-// death is one allocation's end: Capture.Allocs index, event position.
-type death struct{ ref, at int32 }
-
-// lifespan is when an allocation was live, in event positions: born is
-// the position of its Alloc event, died that of the event that ended it (a
-// Free, or an Alloc at its address), math.MaxInt32 if none did. It is live
-// after the first k events when born < k ≤ died. An allocation of a stream
-// not covered has born = math.MaxInt32: it is never live.
-type lifespan struct {
-	born, died int32
 }
 
 // streamEnd is the moment a covered stream's process ended.
@@ -228,7 +211,7 @@ type streamEnd struct {
 func newReplayer(c *capture.Capture, opt Options) *replayer {
 	ev, streams, mixed := events(c, opt)
 	r := &replayer{c: c, w: newWeigher(c.Meta.Rate), ev: ev, streams: streams,
-		live: newLiveSet(), perStream: make([]float64, len(streams)), endedAt: make([]int32, len(streams)),
+		ended: match(c, ev), perStream: make([]float64, len(streams)), endedAt: make([]int32, len(streams)),
 		mixed: mixed}
 	if mixed {
 		r.perStreamKind = make([][nKinds]float64, len(streams))
@@ -268,55 +251,6 @@ func (r *replayer) endUntil(t int64) {
 	}
 }
 
-// ended returns, by stream, the number of events applied when each stream
-// that ended within the first k events did so; nil if none did. A stream
-// in it is not live in the state after k events.
-func (r *replayer) ended(k int) map[uint32]int32 {
-	var m map[uint32]int32
-	for si, at := range r.endedAt {
-		if int(at) < k {
-			if m == nil {
-				m = map[uint32]int32{}
-			}
-			m[r.streams[si]] = at
-		}
-	}
-	return m
-}
-
-// deathBatch is the number of deaths a replay keeps before writing them
-// into life.
-const deathBatch = 1 << 16
-
-// died records that allocation ref (Capture.Allocs index) ended at event
-// position k, in a replay that records lifespans.
-func (r *replayer) died(ref int32, k int) {
-	if r.life == nil {
-		return
-	}
-	r.deaths = append(r.deaths, death{ref, int32(k)})
-	if len(r.deaths) == deathBatch {
-		r.settleLifespans()
-	}
-}
-
-// settleLifespans writes the recorded deaths into life.
-func (r *replayer) settleLifespans() {
-	for _, d := range r.deaths {
-		r.life[d.ref].died = d.at
-	}
-	r.deaths = r.deaths[:0]
-}
-
-// recordLifespans makes the replay fill r.life (see settleLifespans).
-func (r *replayer) recordLifespans() {
-	r.life = make([]lifespan, len(r.c.Allocs))
-	r.deaths = make([]death, 0, deathBatch)
-	for i := range r.life {
-		r.life[i] = lifespan{math.MaxInt32, math.MaxInt32}
-	}
-}
-
 // nKinds is the number of kinds of memory, capture.MemKinds.
 const nKinds = 3
 
@@ -339,49 +273,67 @@ func (r *replayer) addKind(si uint32, k uint8, b float64) {
 	}
 }
 
-// step applies the next event. It returns the allocation index a free
-// released (freed ≥ 0), or -1.
-func (r *replayer) step() (freed int) {
+// endedAlloc is what the replay reads of an allocation an event ends.
+type endedAlloc struct {
+	size uint64
+	fn   uint8
+}
+
+// gatherBatch is the number of events gather reads ahead.
+const gatherBatch = 1 << 14
+
+// gather reads the size and function of the allocations the next
+// gatherBatch events end. They lie anywhere in Capture.Allocs, one cache
+// miss each: in a loop that does nothing else many misses are in flight
+// at once, where step, doing much more per event, would wait for each.
+func (r *replayer) gather() {
+	r.gatheredAt = r.next
+	n := min(gatherBatch, len(r.ev)-r.next)
+	if r.gathered == nil {
+		r.gathered = make([]endedAlloc, gatherBatch)
+	}
+	for j, ref := range r.ended[r.next : r.next+n] {
+		if ref != 0 {
+			a := &r.c.Allocs[ref-1]
+			r.gathered[j] = endedAlloc{a.Size, a.Func}
+		}
+	}
+}
+
+// step applies the next event.
+func (r *replayer) step() {
 	k := r.next
+	if k-r.gatheredAt >= gatherBatch || k == 0 {
+		r.gather()
+	}
 	e := r.ev[k]
 	r.endUntil(e.time(r.c) - 1) // a stream's last records share its End's time
 	r.next++
-	if e.rec < 0 {
-		i, ok := r.live.lookup(e.si, r.c.Frees[^e.rec].Addr)
-		if !ok {
-			r.unmatched++
-			return -1
+	if e.rec < 0 && r.ended[k] == 0 {
+		r.unmatched++
+		return
+	}
+	if old := r.ended[k]; old != 0 {
+		// A free, or an allocation at the address of a live block whose
+		// free was lost. Its bytes are computed as when it was added, so
+		// the sums cancel exactly.
+		if e.rec >= 0 {
+			r.lost++
 		}
-		s := r.live.slots[i]
-		r.live.remove(i)
-		r.total -= s.bytes
-		r.perStream[e.si] -= s.bytes
-		r.addKind(e.si, s.kind, -s.bytes)
-		r.died(s.ref-1, k)
-		return int(s.ref - 1)
+		a := r.gathered[k-r.gatheredAt]
+		b := r.w.weight(a.size) * float64(a.size)
+		r.total -= b
+		r.perStream[e.si] -= b
+		r.addKind(e.si, uint8(kindIndex(a.fn)), -b)
+		if e.rec < 0 {
+			return
+		}
 	}
 	a := &r.c.Allocs[e.rec]
-	// Computed once per allocation: the slot keeps it for the free.
 	b := r.w.weight(a.Size) * float64(a.Size)
-	s := liveSlot{addr: a.Addr, bytes: b, ref: e.rec + 1, si: e.si, kind: uint8(kindIndex(a.Func))}
-	if i, ok := r.live.lookup(e.si, a.Addr); ok {
-		old := &r.live.slots[i]
-		r.lost++
-		r.total -= old.bytes
-		r.perStream[e.si] -= old.bytes
-		r.addKind(e.si, old.kind, -old.bytes)
-		r.died(old.ref-1, k)
-		*old = s
-	} else {
-		r.live.insert(i, s)
-	}
 	r.total += b
 	r.perStream[e.si] += b
-	r.addKind(e.si, s.kind, b)
-	if r.life != nil {
-		r.life[e.rec].born = int32(k)
-	}
-	return -1
+	r.addKind(e.si, uint8(kindIndex(a.Func)), b)
 }
 
 // Live is the "live" view: the sampled allocations live at time at

@@ -1,7 +1,7 @@
 package heap
 
 import (
-	"math"
+	"math/bits"
 	"sort"
 	"time"
 
@@ -23,8 +23,8 @@ type Replay struct {
 	covered []uint32 // Options.Streams
 	start   int64    // Start(c)
 	ev      []event
-	streams []uint32   // stream of each stream index (event.si)
-	life    []lifespan // by index in c.Allocs
+	streams []uint32 // stream of each stream index (event.si)
+	ended   []int32  // by event: 1 + the index in c.Allocs of the allocation it ends, 0 if none (match)
 	ends    []streamEnd
 	endedAt []int32 // replayer.endedAt at the end
 	pk      peak
@@ -41,7 +41,6 @@ type Replay struct {
 func NewReplay(c *capture.Capture, opt Options) *Replay {
 	opt = Options{Streams: opt.Streams}
 	r := newReplayer(c, opt)
-	r.recordLifespans()
 	tb := newTimelineBuilder(c, opt, r)
 	rp := &Replay{c: c, covered: opt.Streams, start: tb.tl.Start, ev: r.ev, streams: r.streams, ends: r.ends}
 	for r.next < len(r.ev) {
@@ -57,8 +56,7 @@ func NewReplay(c *capture.Capture, opt Options) *Replay {
 		tb.observe(r)
 	}
 	rp.tl = tb.timeline(r)
-	r.settleLifespans()
-	rp.life, rp.endedAt = r.life, r.endedAt
+	rp.ended, rp.endedAt = r.ended, r.endedAt
 	return rp
 }
 
@@ -73,13 +71,30 @@ func (rp *Replay) options(opt Options) Options {
 }
 
 // liveAt lists, in ascending order, the allocations live after the first
-// k events, leaving out those of streams in gone.
+// k events, leaving out those of streams in gone: those the events
+// allocated and did not end, marked in a bitmap (a bit per allocation, small
+// enough for the caches) while they are read in order.
 func (rp *Replay) liveAt(k int, gone map[uint32]bool) []int {
-	var idx []int
-	k32 := int32(k)
-	for i, l := range rp.life {
-		if l.born < k32 && k32 <= l.died && (gone == nil || !gone[rp.c.Allocs[i].Stream]) {
-			idx = append(idx, i)
+	live := make([]uint64, (len(rp.c.Allocs)+63)/64)
+	n := 0
+	for j, e := range rp.ev[:k] {
+		if ref := rp.ended[j]; ref != 0 {
+			live[(ref-1)/64] &^= 1 << ((ref - 1) % 64)
+			n--
+		}
+		if e.rec >= 0 {
+			live[e.rec/64] |= 1 << (e.rec % 64)
+			n++
+		}
+	}
+	idx := make([]int, 0, n)
+	for w, word := range live {
+		for word != 0 {
+			i := w*64 + bits.TrailingZeros64(word)
+			word &= word - 1
+			if gone == nil || !gone[rp.c.Allocs[i].Stream] {
+				idx = append(idx, i)
+			}
 		}
 	}
 	return idx
@@ -124,14 +139,11 @@ func (rp *Replay) Leaks(opt Options) *Profile {
 		}
 	}
 	b := newBuilder(c, opt)
-	for i, l := range rp.life {
-		// Live at the end: born in the replay, never ended by a free or a
-		// later allocation at its address. Added in allocation order so
-		// that float sums are deterministic.
-		if l.born != math.MaxInt32 && l.died == math.MaxInt32 {
-			if a := &c.Allocs[i]; cutoff == nil || a.TimeNano <= cutoff[a.Stream] {
-				b.add(a)
-			}
+	// Live at the end (ended streams included), added in allocation order
+	// so that float sums are deterministic.
+	for _, i := range rp.liveAt(len(rp.ev), nil) {
+		if a := &c.Allocs[i]; cutoff == nil || a.TimeNano <= cutoff[a.Stream] {
+			b.add(a)
 		}
 	}
 	p := b.profile("leaks", c, opt, rp.start)
@@ -186,14 +198,13 @@ func (rp *Replay) Temporary(opt Options, lifetime time.Duration) *Profile {
 	}
 	c := rp.c
 	b := newBuilder(c, opt)
-	for i, l := range rp.life {
-		if l.died == math.MaxInt32 || l.born == math.MaxInt32 {
-			continue
-		}
-		// Ended by a free, not by a later allocation at its address (a
-		// lost free), within lifetime.
-		if e := rp.ev[l.died]; e.rec < 0 && e.time(c)-c.Allocs[i].TimeNano <= int64(lifetime) {
-			b.add(&c.Allocs[i])
+	for j, e := range rp.ev {
+		// Ended by a free (not by a later allocation at its address, a lost
+		// free) within lifetime; added in the order of the frees.
+		if ref := rp.ended[j]; e.rec < 0 && ref != 0 {
+			if a := &c.Allocs[ref-1]; e.time(c)-a.TimeNano <= int64(lifetime) {
+				b.add(a)
+			}
 		}
 	}
 	p := b.profile("temporary", c, opt, rp.start)

@@ -80,6 +80,9 @@ func TestReportDocSites(t *testing.T) {
 func TestSiteNames(t *testing.T) {
 	py := []string{"<listcomp> (/usr/lib/python3.11/json/encoder.py:10)", "make_payload (/w/bench/workloads/py_server.py:29)",
 		"handle (/w/bench/workloads/py_server.py:39)"}
+	if got := firstNamed("json")([]string{"0x7f00a37fad93 (_json.cpython-311-x86_64-linux-gnu.so)", py[0]}); got != py[0] {
+		t.Errorf("firstNamed took %q", got)
+	}
 	if got := firstMatching("py_server.py:")(py); got != py[1] {
 		t.Errorf("python site = %q", got)
 	}

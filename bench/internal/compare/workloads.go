@@ -142,12 +142,29 @@ func allWorkloads(quick bool) []*workload {
 					fmt.Sprintf("%d payloads × (%d + 33) B", n, size)}}
 			},
 		},
+		{
+			Name: "py_jsontool", Kind: "python", python: true,
+			Desc:  "the standard library's json.tool (python3 -m json.tool IN OUT) on a generated JSON document of 38 MB: a program nobody here wrote",
+			Full:  []string{"38"},
+			Small: []string{"4"},
+			command: func(b *bench, args []string) []string {
+				return []string{b.peers.VenvPython, filepath.Join(b.workloads, "py_jsontool.py"), b.jsonInput(args), b.jsonOutput(args)}
+			},
+			key: "checksum",
+			checksum: func(b *bench, args []string) (string, error) {
+				return fileChecksum(b.jsonOutput(args))
+			},
+			// The innermost frame of json's own code: a named one, as
+			// _json's static functions are bare addresses that move run
+			// to run.
+			site: firstNamed("json"),
+		},
 	}
 	for _, w := range ws {
 		if w.views == nil {
 			w.views = []string{"allocs", "peak"}
 		}
-		if w.python {
+		if w.python && w.command == nil {
 			script := w.Name + ".py"
 			w.command = func(b *bench, args []string) []string {
 				return append([]string{b.peers.VenvPython, filepath.Join(b.workloads, script)}, args...)
@@ -169,6 +186,7 @@ func quickArgs(name string, full []string) []string {
 		"py_churn":     {"80"},
 		"py_numpy":     {"40", "1000000"},
 		"py_server":    {"8000", "5", "4000"},
+		"py_jsontool":  {"8"},
 	}
 	if a, ok := q[name]; ok {
 		return a
@@ -185,6 +203,19 @@ func firstMatching(marker string) func([]string) string {
 	return func(frames []string) string {
 		for _, f := range frames {
 			if strings.Contains(f, marker) {
+				return f
+			}
+		}
+		return ""
+	}
+}
+
+// firstNamed is firstMatching among the frames with a function name (not
+// a bare address).
+func firstNamed(marker string) func([]string) string {
+	return func(frames []string) string {
+		for _, f := range frames {
+			if strings.Contains(f, marker) && !strings.HasPrefix(f, "0x") {
 				return f
 			}
 		}
@@ -244,6 +275,12 @@ func (b *bench) prepare(all []*workload) ([]*workload, error) {
 			}
 			for _, args := range [][]string{w.Full, w.Small} {
 				if err = b.writeSQL(args); err != nil {
+					break
+				}
+			}
+		case "py_jsontool":
+			for _, args := range [][]string{w.Full, w.Small} {
+				if err = b.writeJSON(args); err != nil {
 					break
 				}
 			}
