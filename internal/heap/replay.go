@@ -167,18 +167,18 @@ func sortEvents(c *capture.Capture, ev []event, streams []uint32) {
 // older block and counts in lost: the allocator cannot hand out a live
 // address, so the older block's free was lost.
 type replayer struct {
-	c         *capture.Capture
-	w         weigher
-	ev        []event
-	streams   []uint32 // stream of each stream index
-	next      int      // index of the next event to apply
-	ended     []int32  // by event: 1 + the Capture.Allocs index of the allocation it ends, 0 if none (match)
+	c       *capture.Capture
+	w       weigher
+	ev      []event
+	streams []uint32 // stream of each stream index
+	next    int      // index of the next event to apply
+	ended   []int32  // by event: 1 + the Capture.Allocs index of the allocation it ends, 0 if none (match)
 	// gathered holds, for the events from gatheredAt on, the size and
 	// function of the allocation each ends (gather).
 	gathered   []endedAlloc
 	gatheredAt int
-	total     float64
-	perStream []float64 // by stream index
+	total      float64
+	perStream  []float64 // by stream index
 	// byKind is the heap by kind of memory (capture.MemKinds order), and
 	// perStreamKind the same per stream index.
 	byKind        [nKinds]float64
