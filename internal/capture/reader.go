@@ -321,7 +321,10 @@ func (r *Reader) readChunk() error {
 		if r.payload != nil {
 			r.spare <- r.payload // the previous chunk's, decoded
 		}
-		ch = <-r.ahead
+		var ok bool
+		if ch, ok = <-r.ahead; !ok {
+			return errors.New("capture: reader used after Close")
+		}
 	} else {
 		ch = fetch(r.r, r.off, r.comp, r.payload)
 		r.comp = ch.comp

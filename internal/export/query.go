@@ -40,10 +40,8 @@ type Result struct {
 	Profile *heap.Profile     // the view; for timeline, the live set at the peak
 	Filter  map[string]string // the filters given, for headers
 
-	query  Query            // what was computed
-	source *capture.Capture // from what, before hiding frames
-	cc     *capture.Capture // Capture within the window, if any
-	opt    heap.Options
+	cc  *capture.Capture // Capture within the window, if any
+	opt heap.Options
 
 	// The replay, the timeline and the allocs view are computed when first
 	// asked for: the text of most views needs neither of the last two, and
@@ -75,7 +73,7 @@ func (r *Result) Allocs() *heap.Profile {
 // Compute runs q on c. It fails on an unknown view, a bad regexp, or a pid
 // the capture does not hold.
 func (q Query) Compute(c *capture.Capture) (*Result, error) {
-	r := &Result{Capture: c, Filter: map[string]string{}, query: q, source: c}
+	r := &Result{Capture: c, Filter: map[string]string{}}
 	opt := heap.Options{ByThread: q.ByThread, MinAge: q.MinAge, Thread: q.Thread, Kind: q.Kind}
 	if q.Hide != "" {
 		re, err := regexp.Compile(q.Hide)

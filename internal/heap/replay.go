@@ -287,11 +287,11 @@ const gatherBatch = 1 << 14
 // miss each: in a loop that does nothing else many misses are in flight
 // at once, where step, doing much more per event, would wait for each.
 func (r *replayer) gather() {
-	r.gatheredAt = r.next
-	n := min(gatherBatch, len(r.ev)-r.next)
 	if r.gathered == nil {
 		r.gathered = make([]endedAlloc, gatherBatch)
 	}
+	r.gatheredAt = r.next
+	n := min(gatherBatch, len(r.ev)-r.next)
 	for j, ref := range r.ended[r.next : r.next+n] {
 		if ref != 0 {
 			a := &r.c.Allocs[ref-1]
@@ -303,7 +303,7 @@ func (r *replayer) gather() {
 // step applies the next event.
 func (r *replayer) step() {
 	k := r.next
-	if k-r.gatheredAt >= gatherBatch || k == 0 {
+	if r.gathered == nil || k-r.gatheredAt == gatherBatch {
 		r.gather()
 	}
 	e := r.ev[k]

@@ -12,8 +12,8 @@ import (
 // covered streams, from start to end, kept so that every view and the
 // timeline are read from it instead of each replaying again: a replay
 // looks every event's address up in a live set far larger than the
-// caches, the dearest step of a report. It records when each allocation
-// was live, the peak, the timeline, and where frees went unmatched or
+// caches, the dearest step of a report. It keeps which allocation each
+// event ended, the peak, the timeline, and where frees went unmatched or
 // were lost, which is all the views need.
 //
 // A Replay is read-only once built; views of it may be computed

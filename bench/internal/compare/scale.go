@@ -295,7 +295,7 @@ func (b *bench) profileReport(path string) (map[string]float64, string, error) {
 		return err
 	})
 	if err == nil {
-		err = stage("compute peak (timeline, peak, allocs)", func() (err error) {
+		err = stage("compute peak (one replay: peak and timeline)", func() (err error) {
 			res, err = export.Query{View: "peak"}.Compute(c)
 			return err
 		})
