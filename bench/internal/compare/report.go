@@ -406,7 +406,7 @@ func writeScale(sb *strings.Builder, r *Report) {
 	sb.WriteString(harness.Table([]string{"command", ">wall s", ">cpu s", ">peak RSS", ">output"}, rows))
 	if len(rt.Stages) > 0 {
 		sb.WriteString("\nThe same work in-process, by stage (seconds):")
-		for _, k := range []string{"load", "compute peak (timeline, peak, allocs)", "render text", "render json"} {
+		for _, k := range []string{"load", "compute peak (one replay: peak and timeline)", "render text", "render json"} {
 			if v, ok := rt.Stages[k]; ok {
 				fmt.Fprintf(sb, " %s %.1f;", k, v)
 			}
