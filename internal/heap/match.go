@@ -18,13 +18,13 @@ import (
 // every live block, far larger than the caches. The blocks are split by a
 // hash of their key between shards that match on their own, at once, on
 // a large capture: each reads every event and keeps those of its blocks.
-func match(c *capture.Capture, ev []event) []int32 {
-	return matchIn(c, ev, matchShards(len(ev)))
+func match(c *capture.Capture, ev *eventList) []int32 {
+	return matchIn(c, ev, matchShards(ev.len()))
 }
 
 // matchIn is match with n shards, a power of two.
-func matchIn(c *capture.Capture, ev []event, n int) []int32 {
-	ended := make([]int32, len(ev))
+func matchIn(c *capture.Capture, ev *eventList, n int) []int32 {
+	ended := make([]int32, ev.len())
 	var wg sync.WaitGroup
 	for s := range n {
 		wg.Go(func() { matchShard(c, ev, ended, uint64(s), n) })
@@ -49,9 +49,10 @@ func matchShards(n int) int {
 
 // matchShard matches the events whose block falls in shard s of n; the
 // shards write disjoint elements of ended.
-func matchShard(c *capture.Capture, ev []event, ended []int32, s uint64, n int) {
+func matchShard(c *capture.Capture, ev *eventList, ended []int32, s uint64, n int) {
 	live := newLiveSet()
-	for k, e := range ev {
+	for k := range ev.len() {
+		e := ev.at(k)
 		var addr uint64
 		if e.rec < 0 {
 			addr = c.Frees[^e.rec].Addr

@@ -33,9 +33,10 @@ func TestMatchShards(t *testing.T) {
 		addr uint64
 	}
 	live := map[key]int32{}
-	want := make([]int32, len(ev))
+	want := make([]int32, ev.len())
 	var unmatched, lost int
-	for k, e := range ev {
+	for k := range ev.len() {
+		e := ev.at(k)
 		if e.rec < 0 {
 			kk := key{e.si, c.Frees[^e.rec].Addr}
 			want[k] = live[kk]
@@ -56,7 +57,7 @@ func TestMatchShards(t *testing.T) {
 		t.Fatalf("the capture does not test much: %d streams, %d unmatched frees, %d lost", len(streams), unmatched, lost)
 	}
 	for _, n := range []int{1, 2, 4} {
-		if got := matchIn(c, ev, n); !slices.Equal(got, want) {
+		if got := matchIn(c, &ev, n); !slices.Equal(got, want) {
 			t.Errorf("%d shards: the matching differs from a map's", n)
 		}
 	}

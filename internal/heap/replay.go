@@ -62,6 +62,30 @@ type event struct {
 	si  uint32 // the stream's index in replayer.streams
 }
 
+// eventList holds a replay's events as columns: rec, and si only when
+// more than one stream is covered (else every si is 0), so that the
+// events of a single process take 4 bytes each.
+type eventList struct {
+	rec []int32
+	si  []uint32 // nil: all 0
+}
+
+func (v *eventList) len() int { return len(v.rec) }
+
+func (v *eventList) at(k int) event {
+	if v.si == nil {
+		return event{rec: v.rec[k]}
+	}
+	return event{rec: v.rec[k], si: v.si[k]}
+}
+
+func (v *eventList) set(k int, e event) {
+	v.rec[k] = e.rec
+	if v.si != nil {
+		v.si[k] = e.si
+	}
+}
+
 // time returns the event's TimeNano.
 func (e event) time(c *capture.Capture) int64 {
 	if e.rec < 0 {
@@ -76,7 +100,7 @@ func (e event) time(c *capture.Capture) int64 {
 // their first record, that event.si indexes. Without a usable FreeOrder,
 // frees go first among equal times: a realloc that frees and reuses an
 // address at one timestamp then stays live.
-func events(c *capture.Capture, opt Options) ([]event, []uint32, bool) {
+func events(c *capture.Capture, opt Options) (eventList, []uint32, bool) {
 	if len(c.Allocs)+len(c.Frees) > capture.MaxEvents { // capture.Load refuses such captures
 		panic("heap: a capture of 2^31 or more allocations and frees cannot be replayed")
 	}
@@ -105,12 +129,22 @@ func events(c *capture.Capture, opt Options) ([]event, []uint32, bool) {
 		last, lastIndex = stream, i
 		return i
 	}
-	ev := make([]event, 0, len(c.Allocs)+len(c.Frees))
+	n := len(c.Allocs) + len(c.Frees)
+	ev := eventList{rec: make([]int32, 0, n)}
+	add := func(rec int32, si int) {
+		if si != 0 && ev.si == nil { // a second stream: from now on si is kept
+			ev.si = make([]uint32, len(ev.rec), n)
+		}
+		ev.rec = append(ev.rec, rec)
+		if ev.si != nil {
+			ev.si = append(ev.si, uint32(si))
+		}
+	}
 	j := 0
 	emitFrees := func(upTo int) {
 		for ; j < len(c.Frees) && int(order[j]) <= upTo; j++ {
 			if si := indexOf(c.Frees[j].Stream); si >= 0 {
-				ev = append(ev, event{rec: ^int32(j), si: uint32(si)})
+				add(^int32(j), si)
 			}
 		}
 	}
@@ -118,23 +152,24 @@ func events(c *capture.Capture, opt Options) ([]event, []uint32, bool) {
 	for i := range c.Allocs {
 		emitFrees(i)
 		if si := indexOf(c.Allocs[i].Stream); si >= 0 {
-			ev = append(ev, event{rec: int32(i), si: uint32(si)})
+			add(int32(i), si)
 			mixed = mixed || kindIndex(c.Allocs[i].Func) != 0
 		}
 	}
 	emitFrees(len(c.Allocs))
-	sortEvents(c, ev, streams)
+	sortEvents(c, &ev, streams)
 	return ev, streams, mixed
 }
 
 // sortEvents sorts events in file order into replay order. Records are
 // mostly in order already (the agent writes them as they come): it only
 // checks them then.
-func sortEvents(c *capture.Capture, ev []event, streams []uint32) {
+func sortEvents(c *capture.Capture, ev *eventList, streams []uint32) {
 	sorted := true
-	for k := 1; k < len(ev) && sorted; k++ {
-		t0, t1 := ev[k-1].time(c), ev[k].time(c)
-		sorted = t0 < t1 || t0 == t1 && streams[ev[k-1].si] <= streams[ev[k].si]
+	for k := 1; k < ev.len() && sorted; k++ {
+		e0, e1 := ev.at(k-1), ev.at(k)
+		t0, t1 := e0.time(c), e1.time(c)
+		sorted = t0 < t1 || t0 == t1 && streams[e0.si] <= streams[e1.si]
 	}
 	if sorted {
 		return
@@ -145,15 +180,16 @@ func sortEvents(c *capture.Capture, ev []event, streams []uint32) {
 		time int64
 		e    event
 	}
-	tev := make([]timed, len(ev))
-	for k, e := range ev {
+	tev := make([]timed, ev.len())
+	for k := range tev {
+		e := ev.at(k)
 		tev[k] = timed{e.time(c), e}
 	}
 	slices.SortStableFunc(tev, func(x, y timed) int {
 		return cmp.Or(cmp.Compare(x.time, y.time), cmp.Compare(streams[x.e.si], streams[y.e.si]))
 	})
 	for k := range tev {
-		ev[k] = tev[k].e
+		ev.set(k, tev[k].e)
 	}
 }
 
@@ -169,7 +205,7 @@ func sortEvents(c *capture.Capture, ev []event, streams []uint32) {
 type replayer struct {
 	c       *capture.Capture
 	w       weigher
-	ev      []event
+	ev      eventList
 	streams []uint32 // stream of each stream index
 	next    int      // index of the next event to apply
 	ended   []int32  // by event: 1 + the Capture.Allocs index of the allocation it ends, 0 if none (match)
@@ -211,7 +247,7 @@ type streamEnd struct {
 func newReplayer(c *capture.Capture, opt Options) *replayer {
 	ev, streams, mixed := events(c, opt)
 	r := &replayer{c: c, w: newWeigher(c.Meta.Rate), ev: ev, streams: streams,
-		ended: match(c, ev), perStream: make([]float64, len(streams)), endedAt: make([]int32, len(streams)),
+		ended: match(c, &ev), perStream: make([]float64, len(streams)), endedAt: make([]int32, len(streams)),
 		mixed: mixed}
 	if mixed {
 		r.perStreamKind = make([][nKinds]float64, len(streams))
@@ -219,7 +255,8 @@ func newReplayer(c *capture.Capture, opt Options) *replayer {
 	// A stream ends no earlier than its last record: an End without a time,
 	// or a damaged one, cannot take records away from it.
 	last := make([]int64, len(streams))
-	for _, e := range ev {
+	for k := range ev.len() {
+		e := ev.at(k)
 		last[e.si] = max(last[e.si], e.time(c))
 	}
 	for si, s := range streams {
@@ -291,7 +328,7 @@ func (r *replayer) gather() {
 		r.gathered = make([]endedAlloc, gatherBatch)
 	}
 	r.gatheredAt = r.next
-	n := min(gatherBatch, len(r.ev)-r.next)
+	n := min(gatherBatch, r.ev.len()-r.next)
 	for j, ref := range r.ended[r.next : r.next+n] {
 		if ref != 0 {
 			a := &r.c.Allocs[ref-1]
@@ -306,7 +343,7 @@ func (r *replayer) step() {
 	if r.gathered == nil || k-r.gatheredAt == gatherBatch {
 		r.gather()
 	}
-	e := r.ev[k]
+	e := r.ev.at(k)
 	r.endUntil(e.time(r.c) - 1) // a stream's last records share its End's time
 	r.next++
 	if e.rec < 0 && r.ended[k] == 0 {
@@ -352,7 +389,7 @@ type peak struct {
 
 func (pk *peak) observe(r *replayer) {
 	if r.total > pk.bytes {
-		*pk = peak{bytes: r.total, at: r.ev[r.next-1].time(r.c), k: r.next, unmatched: r.unmatched, lost: r.lost}
+		*pk = peak{bytes: r.total, at: r.ev.at(r.next - 1).time(r.c), k: r.next, unmatched: r.unmatched, lost: r.lost}
 	}
 }
 

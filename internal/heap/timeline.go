@@ -85,8 +85,8 @@ type timelineBuilder struct {
 func newTimelineBuilder(c *capture.Capture, opt Options, r *replayer) *timelineBuilder {
 	tl := &Timeline{Start: Start(c), Drops: make(map[uint32]DropStats)}
 	end := tl.Start
-	if n := len(r.ev); n > 0 {
-		end = max(end, r.ev[n-1].time(c))
+	if n := r.ev.len(); n > 0 {
+		end = max(end, r.ev.at(n-1).time(c))
 	}
 	for i := range c.RSS {
 		if opt.keep(c.RSS[i].Stream) {
@@ -125,11 +125,15 @@ func (tb *timelineBuilder) ended(t int64, si uint32, total float64) {
 
 // observe records the heap after the event r just applied.
 func (tb *timelineBuilder) observe(r *replayer) {
-	e := r.ev[r.next-1]
+	e := r.ev.at(r.next - 1)
 	t := e.time(r.c)
 	// Several events at one time: only the state after the last counts.
-	tied := r.next < len(r.ev) && r.ev[r.next].time(r.c) == t // the next event has the same time
-	if tied && r.ev[r.next].si == e.si {
+	var next event
+	if r.next < r.ev.len() {
+		next = r.ev.at(r.next)
+	}
+	tied := r.next < r.ev.len() && next.time(r.c) == t // the next event has the same time
+	if tied && next.si == e.si {
 		return
 	}
 	v := max(r.perStream[e.si], 0)

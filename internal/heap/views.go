@@ -22,7 +22,7 @@ type Replay struct {
 	c       *capture.Capture
 	covered []uint32 // Options.Streams
 	start   int64    // Start(c)
-	ev      []event
+	ev      eventList
 	streams []uint32 // stream of each stream index (event.si)
 	ended   []int32  // by event: 1 + the index in c.Allocs of the allocation it ends, 0 if none (match)
 	ends    []streamEnd
@@ -43,7 +43,7 @@ func NewReplay(c *capture.Capture, opt Options) *Replay {
 	r := newReplayer(c, opt)
 	tb := newTimelineBuilder(c, opt, r)
 	rp := &Replay{c: c, covered: opt.Streams, start: tb.tl.Start, ev: r.ev, streams: r.streams, ends: r.ends}
-	for r.next < len(r.ev) {
+	for r.next < r.ev.len() {
 		unmatched, lost := r.unmatched, r.lost
 		r.step()
 		if r.unmatched != unmatched {
@@ -77,7 +77,8 @@ func (rp *Replay) options(opt Options) Options {
 func (rp *Replay) liveAt(k int, gone map[uint32]bool) []int {
 	live := make([]uint64, (len(rp.c.Allocs)+63)/64)
 	n := 0
-	for j, e := range rp.ev[:k] {
+	for j := range k {
+		e := rp.ev.at(j)
 		if ref := rp.ended[j]; ref != 0 {
 			live[(ref-1)/64] &^= 1 << ((ref - 1) % 64)
 			n--
@@ -128,7 +129,8 @@ func (rp *Replay) Leaks(opt Options) *Profile {
 	var cutoff map[uint32]int64 // by stream, with MinAge
 	if opt.MinAge > 0 {
 		cutoff = map[uint32]int64{}
-		for _, e := range rp.ev { // in time order: the last event of a stream wins
+		for k := range rp.ev.len() { // in time order: the last event of a stream wins
+			e := rp.ev.at(k)
 			cutoff[rp.streams[e.si]] = e.time(c)
 		}
 		for s, end := range cutoff {
@@ -141,7 +143,7 @@ func (rp *Replay) Leaks(opt Options) *Profile {
 	b := newBuilder(c, opt)
 	// Live at the end (ended streams included), added in allocation order
 	// so that float sums are deterministic.
-	for _, i := range rp.liveAt(len(rp.ev), nil) {
+	for _, i := range rp.liveAt(rp.ev.len(), nil) {
 		if a := &c.Allocs[i]; cutoff == nil || a.TimeNano <= cutoff[a.Stream] {
 			b.add(a)
 		}
@@ -154,7 +156,7 @@ func (rp *Replay) Leaks(opt Options) *Profile {
 // Live is the live view of the replay at time at (see the function Live).
 func (rp *Replay) Live(opt Options, at int64) *Profile {
 	opt = rp.options(opt)
-	k := sort.Search(len(rp.ev), func(i int) bool { return rp.ev[i].time(rp.c) > at })
+	k := sort.Search(rp.ev.len(), func(i int) bool { return rp.ev.at(i).time(rp.c) > at })
 	idx := rp.liveAt(k, rp.endedBy(at))
 	p := rp.snapshot("live", opt, idx)
 	p.At = at
@@ -198,7 +200,8 @@ func (rp *Replay) Temporary(opt Options, lifetime time.Duration) *Profile {
 	}
 	c := rp.c
 	b := newBuilder(c, opt)
-	for j, e := range rp.ev {
+	for j := range rp.ev.len() {
+		e := rp.ev.at(j)
 		// Ended by a free (not by a later allocation at its address, a lost
 		// free) within lifetime; added in the order of the frees.
 		if ref := rp.ended[j]; e.rec < 0 && ref != 0 {
