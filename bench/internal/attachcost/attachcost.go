@@ -31,8 +31,8 @@ func Run(c harness.Common) error {
 		return err
 	}
 	b := &bench{c: c, heaplens: filepath.Join(c.Root, "bin", "heaplens")}
-	if _, err := os.Stat(b.heaplens); err != nil {
-		return fmt.Errorf("%v (run make in the repository root first, or pass -root)", err)
+	if err := c.Built(b.heaplens); err != nil {
+		return err
 	}
 	tmp, done, err := c.TempDir("hlbench-attach", logf)
 	if err != nil {

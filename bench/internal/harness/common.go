@@ -50,6 +50,17 @@ func (c *Common) Resolve(runs int) error {
 	return nil
 }
 
+// Built checks that the files a benchmark measures (bin/heaplens, the
+// library) exist, saying how to make them when one does not.
+func (c *Common) Built(paths ...string) error {
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("%v (run make in the repository root first, or pass -root)", err)
+		}
+	}
+	return nil
+}
+
 // TempDir makes the benchmark's temporary directory; done removes it
 // unless Keep, in which case its path is logged.
 func (c *Common) TempDir(name string, logf func(string, ...any)) (dir string, done func(), err error) {

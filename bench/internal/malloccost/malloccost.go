@@ -84,10 +84,8 @@ type bench struct {
 func run(o options) error {
 	root := o.Root
 	b := &bench{o: o, heaplens: filepath.Join(root, "bin", "heaplens"), lib: filepath.Join(root, "internal", "launch", "lib", "libheaplens.so")}
-	for _, p := range []string{b.heaplens, b.lib} {
-		if _, err := os.Stat(p); err != nil {
-			return fmt.Errorf("%v (run make in the repository root first, or pass -root)", err)
-		}
+	if err := o.Built(b.heaplens, b.lib); err != nil {
+		return err
 	}
 	tmp, done, err := o.TempDir("hlbench-malloc", logf)
 	if err != nil {

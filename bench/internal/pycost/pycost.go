@@ -12,8 +12,6 @@
 package pycost
 
 import (
-	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -51,8 +49,8 @@ func run(o options) error {
 	}
 	logf("python %s", p.Python)
 	b := &bench{o: o, peers: p, heaplens: filepath.Join(root, "bin", "heaplens"), workloads: filepath.Join(root, "bench", "workloads")}
-	if _, err := os.Stat(b.heaplens); err != nil {
-		return fmt.Errorf("%v (run make in the repository root first, or pass -root)", err)
+	if err := o.Built(b.heaplens); err != nil {
+		return err
 	}
 	tmp, done, err := o.TempDir("hlbench-python", logf)
 	if err != nil {
