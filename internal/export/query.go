@@ -120,7 +120,7 @@ func (q Query) Compute(c *capture.Capture) (*Result, error) {
 	case "leaks":
 		r.Profile = r.Replay().Leaks(opt)
 	case "live":
-		at := heap.Start(cc) + int64(q.At)
+		at := r.Replay().Start() + int64(q.At)
 		if q.At < 0 {
 			at = heap.LastEvent(cc)
 		}

@@ -305,13 +305,6 @@ func Leaks(c *capture.Capture, opt Options) *Profile {
 	return NewReplay(c, opt).Leaks(opt)
 }
 
-// LeaksAndTimeline returns Leaks(c, opt) and TimelineOf(c, opt) from one
-// replay instead of two.
-func LeaksAndTimeline(c *capture.Capture, opt Options) (*Profile, *Timeline) {
-	rp := NewReplay(c, opt)
-	return rp.Leaks(opt), rp.Timeline()
-}
-
 // FuncMixed is Sample.Func when its samples came through different hooked
 // functions.
 const FuncMixed = 255

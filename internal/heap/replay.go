@@ -401,13 +401,6 @@ func Peak(c *capture.Capture, opt Options) *Profile {
 	return NewReplay(c, opt).Peak(opt)
 }
 
-// PeakAndTimeline returns Peak(c, opt) and TimelineOf(c, opt) from one
-// replay instead of two.
-func PeakAndTimeline(c *capture.Capture, opt Options) (*Profile, *Timeline) {
-	rp := NewReplay(c, opt)
-	return rp.Peak(opt), rp.Timeline()
-}
-
 // Temporary is the "temporary" view: sampled allocations freed within
 // lifetime of being allocated (lifetime ≤ 0 means DefaultLifetime): the
 // churn that costs allocator time without holding memory.

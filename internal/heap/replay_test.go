@@ -213,7 +213,7 @@ func peakTies() *capture.Capture {
 
 // TestReplayViews checks the peak view, the leaks view and the timeline of
 // hand-built captures, each from its own replay (Peak, Leaks, TimelineOf)
-// and from the combined ones (PeakAndTimeline, LeaksAndTimeline).
+// and from one Replay shared by all three.
 func TestReplayViews(t *testing.T) {
 	tests := []struct {
 		name         string
@@ -275,8 +275,8 @@ func TestReplayViews(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, tl := PeakAndTimeline(tt.c, tt.opt)
-			l, ltl := LeaksAndTimeline(tt.c, tt.opt)
+			rp := NewReplay(tt.c, tt.opt)
+			p, tl, l := rp.Peak(tt.opt), rp.Timeline(), rp.Leaks(tt.opt)
 			for _, pk := range []*Profile{p, Peak(tt.c, tt.opt)} {
 				if got := stacksOf(pk); !equalStacks(got, tt.stacks) {
 					t.Errorf("peak stacks = %v, want %v", got, tt.stacks)
@@ -288,7 +288,7 @@ func TestReplayViews(t *testing.T) {
 					t.Errorf("at the peak: %d unmatched, %d lost frees; want %d, %d", pk.UnmatchedFrees, pk.LostFrees, tt.unmatched, tt.lost)
 				}
 			}
-			for _, tl := range []*Timeline{tl, ltl, TimelineOf(tt.c, tt.opt)} {
+			for _, tl := range []*Timeline{tl, TimelineOf(tt.c, tt.opt)} {
 				if tl.Peak != tt.tlPeak {
 					t.Errorf("timeline peak %+v, want %+v", tl.Peak, tt.tlPeak)
 				}
@@ -341,19 +341,16 @@ func churn(n int) *capture.Capture {
 	return synth(512<<10, allocs, frees, order)
 }
 
-// BenchmarkReplay times the views that replay a capture of 1M samples
-// (100k live), alone and with the timeline that the report adds to them.
+// BenchmarkReplay times the replay of a capture of 1M samples (100k live)
+// and the views read from it.
 func BenchmarkReplay(b *testing.B) {
 	c := churn(1_000_000)
 	views := []struct {
 		name string
 		f    func()
 	}{
-		{"Peak", func() { Peak(c, Options{}) }},
-		{"TimelineOf", func() { TimelineOf(c, Options{}) }},
-		{"PeakAndTimeline", func() { PeakAndTimeline(c, Options{}) }},
-		{"Leaks", func() { Leaks(c, Options{}) }},
-		{"LeaksAndTimeline", func() { LeaksAndTimeline(c, Options{}) }},
+		{"NewReplay", func() { NewReplay(c, Options{}) }},
+		{"NewReplay+Peak+Leaks", func() { rp := NewReplay(c, Options{}); rp.Peak(Options{}); rp.Leaks(Options{}) }},
 	}
 	for _, v := range views {
 		b.Run(v.name, func(b *testing.B) {
@@ -404,7 +401,7 @@ func TestProcessTreeEnds(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := processTree(tt.overlap)
-			for _, p := range []*Profile{Peak(c, Options{}), func() *Profile { p, _ := PeakAndTimeline(c, Options{}); return p }()} {
+			for _, p := range []*Profile{Peak(c, Options{}), NewReplay(c, Options{}).Peak(Options{})} {
 				if p.HeapAt != tt.peak || p.At != tt.peakAt || !equalStacks(stacksOf(p), tt.stacks) {
 					t.Errorf("peak %v at %d with %v; want %v at %d with %v", p.HeapAt, p.At, stacksOf(p), tt.peak, tt.peakAt, tt.stacks)
 				}
@@ -412,7 +409,7 @@ func TestProcessTreeEnds(t *testing.T) {
 			if l := Live(c, Options{}, 5); !equalStacks(stacksOf(l), tt.liveAt5) || l.HeapAt != 10+tt.liveAt5[3] {
 				t.Errorf("live at 5: %v (heap %v), want %v", stacksOf(l), l.HeapAt, tt.liveAt5)
 			}
-			for _, tl := range []*Timeline{TimelineOf(c, Options{}), func() *Timeline { _, tl := LeaksAndTimeline(c, Options{}); return tl }()} {
+			for _, tl := range []*Timeline{TimelineOf(c, Options{}), NewReplay(c, Options{}).Timeline()} {
 				if !slices.Equal(tl.Total, tt.total) || tl.Peak != (Point{tt.peakAt, tt.peak}) {
 					t.Errorf("timeline %+v peak %+v, want %+v peak %v at %d", tl.Total, tl.Peak, tt.total, tt.peak, tt.peakAt)
 				}

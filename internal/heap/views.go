@@ -60,6 +60,9 @@ func NewReplay(c *capture.Capture, opt Options) *Replay {
 	return rp
 }
 
+// Start is Start of the replay's capture, found once.
+func (rp *Replay) Start() int64 { return rp.start }
+
 // Timeline returns the timeline view. Thread and stack filters do not
 // apply to it: the heap of a process is one number.
 func (rp *Replay) Timeline() *Timeline { return rp.tl }
