@@ -4,7 +4,7 @@ CC      ?= gcc
 CFLAGS  ?= -O2 -g
 PRELOAD_CFLAGS = -std=c11 -fPIC -shared -fvisibility=hidden -ftls-model=initial-exec \
                  -Wall -Wextra -Wshadow -Wconversion -Wmissing-prototypes -Wstrict-prototypes \
-                 -Wpointer-arith -Wcast-align -Werror -Wl,-z,now
+                 -Wpointer-arith -Wcast-align -Werror -Wl,-z,now -Wl,--build-id
 PRELOAD_SRC = $(wildcard preload/*.c)
 SO      = internal/launch/lib/libheaplens.so
 # The same sources for heaplens attach (preload/attach.c): dlopen'ed late, so

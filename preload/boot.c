@@ -178,6 +178,7 @@ void init_global(void)
 	/* --no-follow: only the agent's own child (before and after an exec) is profiled. */
 	g.follow = (int)env_u64("HEAPLENS_FOLLOW", 0, 1, 1); /* 0 or 1 */
 	uint64_t agent = env_u64("HEAPLENS_AGENT_PID", 1, INT32_MAX, 0);
+	g.unwind_check = (int)env_u64("HEAPLENS_UNWIND_CHECK", 0, 1, 0);
 	g.find_object = (int (*)(void *, struct dl_find_object *))dlsym(RTLD_DEFAULT, "_dl_find_object");
 	heapstats_init();
 	if (g.dir && (g.follow || (uint64_t)getppid() == agent)) {
@@ -219,6 +220,7 @@ void hl_atfork_child(void)
 	if (__atomic_exchange_n(&g.unwinding, 0, __ATOMIC_RELAXED))
 		g.no_unwind = 1; /* for good, and in its own children */
 	tls.tid = 0;
+	stacks_atfork_child();
 	pools_atfork_child();
 	heapstats_atfork_child();
 	struct hl_ring_header *parent = g.ring;
@@ -241,8 +243,11 @@ void hl_atfork_child(void)
 		tls.remaining = IDLE_GAP, tls.owed = 0;
 		return;
 	}
-	for (uint32_t i = 0; i < g.nmod; i++)
+	for (uint32_t i = 0; i < g.nmod; i++) {
 		emit_module(&g.mod[i]);
+		if (g.mod[i].tab_state == TAB_LOADING) /* another thread of the parent was mapping the table */
+			g.mod[i].tab_state = TAB_NEW;
+	}
 	py_new_ring();
 	__atomic_fetch_or(&g.ring->flags, HL_FLAG_INIT_DONE, __ATOMIC_RELEASE);
 	if (!g.seeded)

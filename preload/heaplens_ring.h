@@ -56,7 +56,10 @@ struct hl_ring_header {
 	uint64_t py_eval;    /* address of _PyEval_EvalFrameDefault: its module is the interpreter */
 	uint64_t py_hooked;  /* HL_PYMEM_*: how Python objects are sampled */
 	uint64_t omp_guessed; /* OpenMP regions sent to a runtime found outside the caller's scope */
-	uint8_t pad3[1024 - 320];
+	uint64_t unwind_tables;   /* native stacks walked with the agent's unwind tables */
+	uint64_t unwind_libgcc;   /* native stacks walked by libgcc */
+	uint64_t unwind_differed; /* HEAPLENS_UNWIND_CHECK=1: stacks on which the two walks differed */
+	uint8_t pad3[1024 - 344];
 
 	char cmdline[2048]; /* /proc/self/cmdline: NUL-separated, possibly cut */
 	char exe[1024];     /* readlink(/proc/self/exe) */
@@ -78,6 +81,7 @@ struct hl_ring_header {
 #define HL_REC_MARK 5u   /* time, kind (HL_MARK_*), value */
 #define HL_REC_ORIGIN 6u /* time, token, tid|flags<<32|npy<<48, frames[count], python frames: an origin's stack */
 #define HL_REC_MALLINFO 7u /* time, arena, hblkhd, uordblks, fordblks, keepcost: glibc's mallinfo2 */
+#define HL_REC_STACK 8u  /* ref, flags<<32|npy<<48, frames[count], python frames: a stack later ALLOCs name by ref */
 
 #define HL_MARK_PY_FINALIZING 1u /* the interpreter started shutting down: the program itself is done */
 #define HL_MARK_EXIT 2u          /* exit() was called; the status follows in the next word */
@@ -86,6 +90,8 @@ struct hl_ring_header {
 #define HL_ALLOC_TRUNCATED 1u /* flags: the stack was cut at HL_MAX_FRAMES */
 #define HL_ALLOC_PYMEM 2u     /* flags: allocated through a PyMem domain (a Python object) */
 #define HL_ALLOC_ORIGIN 4u    /* flags: word 5 is the origin token (the frames start one word later) */
+#define HL_ALLOC_STACKREF 8u  /* flags: the stack is the STACK record whose ref is the last word (no frames follow) */
+#define HL_STACK_REFS 16384u  /* refs are below this */
 #define HL_ALLOC_METHOD_SHIFT 8 /* flags bits 8..10: how the origin was decided (HL_ORIGIN_*) */
 
 /* Origins: who a thread works for (docs/ring-format.md, "Thread pools"). A token is

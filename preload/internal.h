@@ -129,6 +129,12 @@ struct tls {
 	uint64_t creator;       /* in a Python process, the token of the thread that created this one (pools.c) */
 	uint64_t session;       /* attached: the session this thread's sampler was set up for */
 	uint64_t epoch;         /* attached: heaplens_control.epoch when this thread last looked */
+	/*
+	 * The CFA of the outermost frame libgcc last found on this thread's
+	 * stack: no frame of it lies above, so the unwind tables' walk reads
+	 * nothing there (unwind.c). 0 until libgcc has walked this thread.
+	 */
+	uintptr_t stack_top, walk_top;
 	uintptr_t frames[HL_MAX_FRAMES];
 	uint64_t py[2 * HL_MAX_PYFRAMES]; /* code pointer, position word: see heaplens_ring.h */
 };
@@ -162,11 +168,23 @@ static inline uint64_t splitmix(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
+enum { TAB_NEW, TAB_LOADING, TAB_READY, TAB_NONE };
 struct module {
 	uint64_t bias;
 	uint32_t path_off, path_len;
 	uint32_t nseg;
 	uint64_t seg[HL_MAX_SEGMENTS][4]; /* vaddr, memsz, offset, flags */
+	uint64_t text_lo, text_len; /* its first executable segment, as loaded */
+	uint8_t id[32]; /* GNU build ID, id_len bytes (0: none, or longer than this) */
+	uint32_t id_len;
+	int unsent; /* its MODULE record was refused by a full ring (resend_modules) */
+	/* Its unwind table (unwind.c): the fields below are set before tab_state becomes ready (release). */
+	uint32_t tab_state; /* TAB_* */
+	int64_t tab_retry; /* CLOCK_MONOTONIC ns: not looked for again before */
+	uint32_t tab_rows, tab_shift;
+	const uint32_t *tab_addr, *tab_rule;
+	const uint32_t *tab_first; /* the row each 2^tab_shift-byte bucket starts in */
+	uint64_t tab_lo; /* bias + the table's base */
 };
 
 #define MAX_MODULES 2048
@@ -201,7 +219,8 @@ struct hl_global {
 	uint32_t seq;
 	uint32_t threads;
 	uintptr_t self_lo, self_hi; /* our own code, skipped in stacks */
-	int scanning;               /* a module rescan is under way */
+	int scanning;               /* a module rescan (or resend) is under way */
+	int unsent;                 /* a module's MODULE record waits to be sent again */
 	unsigned long long adds;    /* dlpi_adds at the last scan */
 	char exe[1024];
 	uint32_t nmod;              /* published with release */
@@ -217,6 +236,7 @@ struct hl_global {
 	 */
 	int unwinding;
 	int no_unwind;
+	int unwind_check; /* HEAPLENS_UNWIND_CHECK=1: every stack walked both ways (unwind.c) */
 	int (*find_object)(void *pc, struct dl_find_object *); /* glibc 2.35+, lock-free; else NULL */
 };
 extern struct hl_global g;
@@ -303,6 +323,7 @@ void record_alloc(void *p, size_t n, int func);
 void record_free(void *p);
 void record_unmap(void *p, size_t n);
 void record_origin(uint64_t token, int walked);
+void stacks_atfork_child(void); /* sampler.c: the stacks sent by ref, forgotten */
 uint32_t hl_tid(void);
 int hl_active(void);
 uint64_t hl_rate(void); /* mean bytes between samples */
@@ -316,16 +337,21 @@ void init_global(void);
 void hl_atfork_child(void); /* a fork child's own ring */
 
 /* ring.c */
+char *put_name(char *q, const char *name); /* g.dir + "/" + name */
 void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq);
 void count_drop(uint64_t *field);
 void ring_remove(const struct hl_ring_header *h);
 void on_exit_mark(int status, void *arg);
 
 /* modules.c */
-void emit_module(const struct module *m);
+int emit_module(struct module *m);
+void resend_modules(void);
 void scan_modules(void);
 int covered(uintptr_t pc, uint32_t *hint);
 int new_module(uintptr_t pc);
+
+/* unwind.c */
+int table_walk(uintptr_t top);
 
 /* The ring, for records python.c writes. */
 struct hl_ring_header *ring_now(void);

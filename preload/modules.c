@@ -9,16 +9,20 @@
 
 /* ---- modules: what the Go side needs to symbolize a pc ---- */
 
-void emit_module(const struct module *m)
+/* 1 if the record is in the ring; else it is counted, and the module is sent again later (resend_modules). */
+int emit_module(struct module *m)
 {
 	uint64_t plen = m->path_len, len = 32 + 32 * (uint64_t)m->nseg + ((plen + 7) & ~7ull), pos;
 	struct hl_ring_header *h = ring_now();
 	if (!h)
-		return;
+		return 0;
 	if (!ring_reserve(len, &pos)) {
 		count_drop(&h->dropped_other);
-		return;
+		m->unsent = 1;
+		SET_RELAXED(g.unsent, 1);
+		return 0;
 	}
+	m->unsent = 0;
 	uint64_t at = pos + 8;
 	ring_put(at, (uint64_t)now_ns(CLOCK_MONOTONIC)), at += 8;
 	ring_put(at, m->bias), at += 8;
@@ -28,6 +32,7 @@ void emit_module(const struct module *m)
 			ring_put(at, m->seg[i][j]), at += 8;
 	ring_put_bytes(at, g.pool + m->path_off, plen);
 	ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_MODULE, 0, m->nseg));
+	return 1;
 }
 
 static int known_module(uint64_t bias, const char *name)
@@ -37,6 +42,32 @@ static int known_module(uint64_t bias, const char *name)
 		    name[g.mod[i].path_len] == 0)
 			return 1;
 	return 0;
+}
+
+/* The GNU build ID in m's notes, which the loader mapped (a PT_NOTE lies in a PT_LOAD). */
+static void find_build_id(struct module *m, const struct dl_phdr_info *info)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uint64_t align = ph->p_align == 8 ? 8 : 4;
+		if (ph->p_type != PT_NOTE)
+			continue;
+		const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
+		while (end - p >= 12) {
+			uint32_t w[3];
+			memcpy(w, p, 12);
+			uint64_t name = (w[0] + align - 1) & ~(align - 1), desc = (w[1] + align - 1) & ~(align - 1);
+			if (name > (uint64_t)(end - p - 12) || desc > (uint64_t)(end - p - 12) - name)
+				break;
+			if (w[2] == NT_GNU_BUILD_ID && w[0] == 4 && memcmp(p + 12, "GNU", 4) == 0 && w[1] > 0 &&
+			    w[1] <= sizeof m->id) {
+				memcpy(m->id, p + 12 + name, w[1]);
+				m->id_len = w[1];
+				return;
+			}
+			p += 12 + name + desc;
+		}
+	}
 }
 
 static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
@@ -76,9 +107,12 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
 		uint64_t *s = m->seg[m->nseg++];
 		s[0] = ph->p_vaddr, s[1] = ph->p_memsz, s[2] = ph->p_offset, s[3] = ph->p_flags;
 		uintptr_t lo = info->dlpi_addr + ph->p_vaddr, self = (uintptr_t)&scan_cb;
+		if ((ph->p_flags & PF_X) && !m->text_len)
+			m->text_lo = lo, m->text_len = ph->p_memsz;
 		if ((ph->p_flags & PF_X) && self >= lo && self < lo + ph->p_memsz)
 			SET_RELAXED(g.self_lo, lo), SET_RELAXED(g.self_hi, lo + ph->p_memsz);
 	}
+	find_build_id(m, info);
 	emit_module(m);
 	__atomic_store_n(&g.nmod, g.nmod + 1, __ATOMIC_RELEASE);
 	return 0;
@@ -96,12 +130,27 @@ void scan_modules(void)
 	__atomic_store_n(&g.scanning, 0, __ATOMIC_RELEASE);
 }
 
+/*
+ * Sends the MODULE records a full ring refused, before the sample that
+ * called: without them the agent could not name the module's frames.
+ */
+void resend_modules(void)
+{
+	if (__atomic_exchange_n(&g.scanning, 1, __ATOMIC_ACQUIRE))
+		return;
+	SET_RELAXED(g.unsent, 0);
+	uint32_t n = __atomic_load_n(&g.nmod, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n; i++)
+		if (g.mod[i].unsent)
+			emit_module(&g.mod[i]);
+	__atomic_store_n(&g.scanning, 0, __ATOMIC_RELEASE);
+}
+
 /* Neighbouring frames mostly share a module: start from the last hit. */
 int covered(uintptr_t pc, uint32_t *hint)
 {
-	uint32_t n = __atomic_load_n(&g.nmod, __ATOMIC_ACQUIRE);
-	for (uint32_t k = 0; k < n; k++) {
-		uint32_t i = (*hint + k) % n;
+	uint32_t n = __atomic_load_n(&g.nmod, __ATOMIC_ACQUIRE), i = *hint < n ? *hint : 0;
+	for (uint32_t k = 0; k < n; k++, i = i + 1 < n ? i + 1 : 0) {
 		const struct module *m = &g.mod[i];
 		for (uint32_t j = 0; j < m->nseg; j++)
 			if (pc - m->bias - m->seg[j][0] < m->seg[j][1]) {

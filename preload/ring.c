@@ -179,7 +179,7 @@ static char *put_num(char *q, uint64_t v)
 }
 
 /* dir + "/" + name + number ...: the caller checked that the directory leaves room. */
-static char *put_name(char *q, const char *name)
+char *put_name(char *q, const char *name)
 {
 	size_t dl = strlen(g.dir), nl = strlen(name);
 	memcpy(q, g.dir, dl), q += dl;

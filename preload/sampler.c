@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
+#include <string.h>
 #include <unwind.h>
 
 #include "internal.h"
@@ -99,6 +100,7 @@ static _Unwind_Reason_Code unwind_cb(struct _Unwind_Context *ctx, void *arg)
 	uintptr_t ip = _Unwind_GetIP(ctx);
 	if (!ip)
 		return _URC_END_OF_STACK;
+	tls.walk_top = _Unwind_GetCFA(ctx);
 	uintptr_t lo = RELAXED(g.self_lo);
 	if (ip - lo < RELAXED(g.self_hi) - lo)
 		return _URC_NO_REASON;
@@ -108,27 +110,72 @@ static _Unwind_Reason_Code unwind_cb(struct _Unwind_Context *ctx, void *arg)
 	return _URC_NO_REASON;
 }
 
+static void libgcc_walk(void)
+{
+	tls.nframes = 0, tls.walk_top = 0;
+	__atomic_fetch_add(&g.unwinding, 1, __ATOMIC_SEQ_CST);
+	_Unwind_Backtrace(unwind_cb, NULL);
+	__atomic_fetch_sub(&g.unwinding, 1, __ATOMIC_RELEASE);
+	tls.stack_top = tls.walk_top;
+}
+
+#ifndef HEAPLENS_ATTACH /* attached: no tables (the session's directory must be left empty) */
+/* Check mode compares whole stacks by length and this hash (no room for a copy of 4096 frames). */
+static uint64_t frames_hash(void)
+{
+	uint64_t x = 0;
+	for (uint32_t i = 0; i < tls.nframes; i++)
+		x = (x ^ tls.frames[i]) * 0x100000001b3ull;
+	return x;
+}
+#endif
+
+/*
+ * The native stack into tls.frames: from the agent's unwind tables when
+ * they cover it, below the top of the stack libgcc last found on this
+ * thread, else by libgcc (so the first stack of each thread). In check mode
+ * both, compared. 1: every frame is in a module the agent knows (the
+ * tables' walk found them all).
+ */
+static int walk_native(struct hl_ring_header *h)
+{
+#ifndef HEAPLENS_ATTACH
+	if (table_walk(tls.stack_top)) {
+		__atomic_fetch_add(&h->unwind_tables, 1, __ATOMIC_RELAXED);
+		if (!g.unwind_check)
+			return 1;
+		uint32_t n = tls.nframes;
+		uint64_t sum = frames_hash();
+		libgcc_walk();
+		if (tls.nframes != n || frames_hash() != sum)
+			__atomic_fetch_add(&h->unwind_differed, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+#endif
+	__atomic_fetch_add(&h->unwind_libgcc, 1, __ATOMIC_RELAXED);
+	libgcc_walk();
+	return 0;
+}
+
 /*
  * Unwinds this thread into tls.frames and, unless the caller already did,
  * reads its Python frames into tls.py; then makes sure the agent can name
  * every pc and code object. Returns the ALLOC/ORIGIN flags.
  */
-static uint32_t take_stack(int walked)
+static uint32_t take_stack(struct hl_ring_header *h, int walked)
 {
 	tls.nframes = 0;
-	if (!RELAXED(g.no_unwind)) {
-		__atomic_fetch_add(&g.unwinding, 1, __ATOMIC_SEQ_CST);
-		_Unwind_Backtrace(unwind_cb, NULL);
-		__atomic_fetch_sub(&g.unwinding, 1, __ATOMIC_RELEASE);
-	}
+	int known = !RELAXED(g.no_unwind) && walk_native(h);
 	py_check_final();
 	if (!walked)
 		py_walk();
 	uint32_t nf = tls.nframes, flags = 0;
 	if (nf >= HL_MAX_FRAMES)
 		flags |= HL_ALLOC_TRUNCATED;
+	if (RELAXED(g.unsent))
+		resend_modules();
 	uint32_t hint = 0;
-	for (uint32_t i = 0; i < nf; i++)
+	for (uint32_t i = 0; i < nf && (!known || nf >= HL_MAX_FRAMES); i++) /* the frame at the limit was not looked up */
 		if (!covered(tls.frames[i], &hint) && new_module(tls.frames[i])) {
 			scan_modules();
 			break;
@@ -149,6 +196,72 @@ static void put_stack(uint64_t pos)
 
 static uint64_t stack_words(void) { return (uint64_t)tls.nframes + 2 * (uint64_t)tls.npy; }
 
+#ifndef HEAPLENS_ATTACH /* attached, a session's stacks are always sent whole */
+/*
+ * Stacks sent once (HL_REC_STACK) and named by a ref in later ALLOCs: at
+ * --rate 1 a few stacks come back millions of times, and a ref is one word
+ * where a stack is dozens. A slot holds the stack's hash (odd) once its
+ * STACK record is committed, BUSY while the record is written, 0 if free.
+ * An ALLOC naming a slot is reserved after that record, so the agent reads
+ * the stack first. A stack finds no free slot among a few: it is sent whole.
+ */
+#define STACK_BUSY 2ull
+#define STACK_PROBES 8
+static uint64_t stack_slot[HL_STACK_REFS];
+static int stacks_used;
+
+static uint64_t stack_hash(uint32_t flags)
+{
+	uint64_t x = (uint64_t)tls.nframes << 32 ^ tls.npy ^ (uint64_t)(flags & HL_ALLOC_TRUNCATED) << 63;
+	for (uint32_t i = 0; i < tls.nframes; i++)
+		x = (x ^ tls.frames[i]) * 0x9e3779b97f4a7c15ull, x ^= x >> 29;
+	for (uint32_t i = 0; i < 2 * tls.npy; i++)
+		x = (x ^ tls.py[i]) * 0x9e3779b97f4a7c15ull, x ^= x >> 29;
+	return x | 1;
+}
+
+/* The ref of the taken stack, sending it first if it is new; -1: send it whole. */
+static int64_t stack_ref(uint32_t flags)
+{
+	uint64_t x = stack_hash(flags), pos;
+	uint32_t i = (uint32_t)(x >> 40) & (HL_STACK_REFS - 1);
+	for (int probe = 0; probe < STACK_PROBES; probe++, i = (i + 1) & (HL_STACK_REFS - 1)) {
+		uint64_t v = __atomic_load_n(&stack_slot[i], __ATOMIC_ACQUIRE);
+		if (v == x)
+			return i;
+		if (v != 0 || !__atomic_compare_exchange_n(&stack_slot[i], &v, STACK_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			continue; /* taken, or taken just now */
+		SET_RELAXED(stacks_used, 1);
+		uint64_t len = 24 + 8 * stack_words();
+		if (!ring_reserve(len, &pos)) {
+			__atomic_store_n(&stack_slot[i], 0, __ATOMIC_RELEASE);
+			return -1;
+		}
+		ring_put(pos + 8, i);
+		ring_put(pos + 16, (uint64_t)(flags & HL_ALLOC_TRUNCATED) << 32 | (uint64_t)tls.npy << 48);
+		put_stack(pos + 24);
+		ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_STACK, 0, tls.nframes));
+		__atomic_store_n(&stack_slot[i], x, __ATOMIC_RELEASE);
+		return i;
+	}
+	return -1;
+}
+
+/* A fork child's agent knows none of the parent's refs. */
+void stacks_atfork_child(void)
+{
+	if (stacks_used)
+		memset(stack_slot, 0, sizeof stack_slot);
+}
+#else
+static int64_t stack_ref(uint32_t flags)
+{
+	(void)flags;
+	return -1;
+}
+void stacks_atfork_child(void) {}
+#endif
+
 COLD void record_alloc(void *p, size_t n, int func)
 {
 	int saved = errno;
@@ -158,7 +271,7 @@ COLD void record_alloc(void *p, size_t n, int func)
 		__atomic_fetch_add(&g.early_drops, 1, __ATOMIC_RELAXED); /* sampled before the ring existed */
 		goto out;
 	}
-	uint32_t flags = take_stack(0);
+	uint32_t flags = take_stack(h, 0);
 	uint64_t token = 0;
 	uint32_t method = (uint32_t)pool_origin(&token);
 	flags |= method << HL_ALLOC_METHOD_SHIFT;
@@ -166,22 +279,28 @@ COLD void record_alloc(void *p, size_t n, int func)
 		flags |= HL_ALLOC_ORIGIN;
 	if (func >= HL_FUNC_PYMEM_MALLOC)
 		flags |= HL_ALLOC_PYMEM;
-	uint64_t body = token ? 48 : 40;
-	uint64_t len = body + 8 * stack_words(), pos;
+	if (flags & HL_ALLOC_TRUNCATED)
+		__atomic_fetch_add(&h->truncated_stacks, 1, __ATOMIC_RELAXED);
+	int64_t ref = stack_ref(flags);
+	uint64_t body = token ? 48 : 40, npy = tls.npy, nf = tls.nframes;
+	if (ref >= 0)
+		flags |= HL_ALLOC_STACKREF, npy = 0, nf = 0;
+	uint64_t len = body + (ref >= 0 ? 8 : 8 * stack_words()), pos;
 	if (!ring_reserve(len, &pos)) {
 		count_drop(&h->dropped_alloc);
 		goto out;
 	}
-	if (flags & HL_ALLOC_TRUNCATED)
-		__atomic_fetch_add(&h->truncated_stacks, 1, __ATOMIC_RELAXED);
 	ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
 	ring_put(pos + 16, (uint64_t)(uintptr_t)p);
 	ring_put(pos + 24, n);
-	ring_put(pos + 32, (uint64_t)tid() | (uint64_t)flags << 32 | (uint64_t)tls.npy << 48);
+	ring_put(pos + 32, (uint64_t)tid() | (uint64_t)flags << 32 | npy << 48);
 	if (token)
 		ring_put(pos + 40, token);
-	put_stack(pos + body);
-	ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_ALLOC, (uint32_t)func, tls.nframes));
+	if (ref >= 0)
+		ring_put(pos + body, (uint64_t)ref);
+	else
+		put_stack(pos + body);
+	ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_ALLOC, (uint32_t)func, (uint32_t)nf));
 out:
 	resume_sampling(cd);
 	errno = saved;
@@ -199,7 +318,7 @@ COLD void record_origin(uint64_t token, int walked)
 		return;
 	int saved = errno;
 	struct countdown cd = pause_sampling();
-	uint32_t flags = take_stack(walked);
+	uint32_t flags = take_stack(h, walked);
 	uint64_t len = 32 + 8 * stack_words(), pos;
 	if (ring_reserve(len, &pos)) {
 		ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));

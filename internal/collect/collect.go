@@ -18,6 +18,7 @@ import (
 	"github.com/heaplens/heaplens/internal/ring"
 	"github.com/heaplens/heaplens/internal/stack"
 	"github.com/heaplens/heaplens/internal/symbolize"
+	"github.com/heaplens/heaplens/internal/unwind"
 )
 
 // Collector turns ring records into capture records.
@@ -26,7 +27,8 @@ type Collector struct {
 	self     string // the library's own file: its frames are not the program's
 	w        *capture.Writer
 	syms     *symbolize.Cache
-	pagemap  []byte // ReadResidency's buffer
+	unwind   *unwind.Publisher // nil: no unwind tables for the library (attach)
+	pagemap  []byte            // ReadResidency's buffer
 	streams  map[string]*stream
 	order    []*stream
 	nextID   uint64
@@ -36,7 +38,9 @@ type Collector struct {
 	exits    map[int]syscall.WaitStatus
 	awaited  map[int]bool // pids whose end the agent learns by waiting
 	root     int          // the first pid awaited: the command heaplens runs
-	warnings []string
+	// unwindCheck: HEAPLENS_UNWIND_CHECK=1, the unwind counts of every process are reported.
+	unwindCheck bool
+	warnings    []string
 	// notes name processes that ran unprofiled or with less than asked for.
 	notes []string
 
@@ -64,6 +68,16 @@ type stream struct {
 	ended  bool
 	keyBuf []byte
 	locBuf []uint64
+	// raw maps a record's stack as the library wrote it (pcs, Python
+	// frames, the cut flag) to its stack ID: at --rate 1 the same few
+	// stacks come back millions of times, and one lookup replaces one per
+	// frame. Stacks with a Python frame of unknown code are not kept (the
+	// code may come later).
+	raw      map[string]uint64
+	rawBytes int
+	rawBuf   []byte
+	refs     []uint64 // STACK record ref -> stack ID
+	badRefs  uint64   // ALLOCs naming a ref no STACK record defined
 
 	exitMark  *uint64   // the status the process passed to exit(), if it did
 	announced bool      // its Process record is written
@@ -101,6 +115,18 @@ func New(dir, self string, w *capture.Writer) *Collector {
 		lines:    map[symKey][]capture.Line{},
 		exits:    map[int]syscall.WaitStatus{},
 		awaited:  map[int]bool{},
+		// The library's check mode: the target inherits the variable.
+		unwindCheck: os.Getenv("HEAPLENS_UNWIND_CHECK") == "1",
+	}
+}
+
+// BuildUnwindTables has the collector write the unwind table of the
+// library and of every module that appears in a stack into the ring
+// directory, where the library finds them (docs/unwind-format.md).
+func (c *Collector) BuildUnwindTables() {
+	c.unwind = unwind.NewPublisher(c.dir)
+	if c.self != "" {
+		c.unwind.Want(c.self)
 	}
 }
 
@@ -232,6 +258,9 @@ func (c *Collector) Poll(final bool) error {
 
 // Close releases the rings and symbol files.
 func (c *Collector) Close() {
+	if c.unwind != nil {
+		c.unwind.Close()
+	}
 	for _, s := range c.order {
 		s.r.Close()
 	}
@@ -352,6 +381,8 @@ func (c *Collector) drain(s *stream) error {
 			werr = c.w.Free(&capture.Free{Stream: s.id, TID: rec.TID, TimeNano: rec.TimeNano, Addr: rec.Addr})
 		case ring.RecModule:
 			werr = c.module(s, rec)
+		case ring.RecStack:
+			werr = c.stackRecord(s, rec)
 		case ring.RecCode:
 			c.code(s, rec.Code)
 		case ring.RecMallinfo:
@@ -433,11 +464,19 @@ func (s *stream) lookup(pc uint64) *module {
 }
 
 func (c *Collector) alloc(s *stream, rec *ring.Record) error {
-	c.Allocs++
-	sid, err := c.stack(s, rec)
-	if err != nil {
-		return err
+	var sid uint64
+	if rec.HasRef {
+		if sid = s.refs[rec.Ref]; sid == 0 {
+			s.badRefs++ // its STACK record is always before it: a damaged ring
+			return nil
+		}
+	} else {
+		var err error
+		if sid, err = c.stack(s, rec); err != nil {
+			return err
+		}
 	}
+	c.Allocs++
 	if capture.MemKind(rec.Func) == capture.MemMmap {
 		s.maps.add(rec.Addr)
 	}
@@ -469,6 +508,19 @@ func (c *Collector) unmap(s *stream, rec *ring.Record) error {
 	return nil
 }
 
+// stackRecord notes the stack that later ALLOCs name by rec.Ref.
+func (c *Collector) stackRecord(s *stream, rec *ring.Record) error {
+	sid, err := c.stack(s, rec)
+	if err != nil {
+		return err
+	}
+	if s.refs == nil {
+		s.refs = make([]uint64, ring.StackRefs)
+	}
+	s.refs[rec.Ref] = sid
+	return nil
+}
+
 // origin writes the stack a thread recorded for the pool work done under a token.
 func (c *Collector) origin(s *stream, rec *ring.Record) error {
 	sid, err := c.stack(s, rec)
@@ -481,6 +533,52 @@ func (c *Collector) origin(s *stream, rec *ring.Record) error {
 // stack writes (once) the merged native and Python stack of an ALLOC or
 // ORIGIN record and returns its ID.
 func (c *Collector) stack(s *stream, rec *ring.Record) (uint64, error) {
+	s.rawBuf = rawStack(s.rawBuf[:0], rec)
+	if sid, ok := s.raw[string(s.rawBuf)]; ok {
+		return sid, nil
+	}
+	sid, err := c.mergeStack(s, rec)
+	if err != nil || !s.knownCode(rec.Py) {
+		return sid, err
+	}
+	if s.raw == nil || s.rawBytes+len(s.rawBuf) > maxRawBytes {
+		s.raw, s.rawBytes = map[string]uint64{}, 0 // bounded: a program with endless distinct stacks starts over
+	}
+	s.raw[string(s.rawBuf)] = sid
+	s.rawBytes += len(s.rawBuf)
+	return sid, nil
+}
+
+// maxRawBytes bounds the keys of a stream's raw-stack cache.
+const maxRawBytes = 32 << 20
+
+// rawStack appends the stack of rec as the library wrote it to b.
+func rawStack(b []byte, rec *ring.Record) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(rec.Frames)))
+	if rec.Truncated {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
+	for _, pc := range rec.Frames {
+		b = binary.LittleEndian.AppendUint64(b, pc)
+	}
+	for _, f := range rec.Py {
+		b = binary.LittleEndian.AppendUint64(b, f.Code)
+		b = binary.LittleEndian.AppendUint32(b, f.Identity)
+		b = binary.LittleEndian.AppendUint64(b, uint64(f.Pos))
+		if f.ActivationEnd {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+	}
+	return b
+}
+
+// mergeStack writes (once) the stack of rec: its native frames' Locations,
+// interleaved with its Python frames', cut at the root if the library did.
+func (c *Collector) mergeStack(s *stream, rec *ring.Record) (uint64, error) {
 	s.locBuf = s.locBuf[:0]
 	for _, pc := range rec.Frames {
 		id, ok := s.locs[pc]
@@ -555,6 +653,9 @@ func (c *Collector) location(s *stream, pc uint64) (uint64, error) {
 				return 0, err
 			}
 			m.pending = nil
+			if c.unwind != nil {
+				c.unwind.Want(m.path)
+			}
 		}
 		loc.MappingID = m.mappingID
 		if m.file != nil {
@@ -587,9 +688,16 @@ func (c *Collector) end(s *stream, replaced bool) error {
 	if cnt.Truncated > 0 {
 		c.warn("%d stacks of pid %d were cut at 4096 native frames", cnt.Truncated, s.hdr.PID)
 	}
+	if cnt.UnwindDiffered > 0 || c.unwindCheck {
+		c.warn("pid %d: unwind check: %d native stacks walked with unwind tables, %d by libgcc; %d of them differed from libgcc's",
+			s.hdr.PID, cnt.UnwindTables, cnt.UnwindLibgcc, cnt.UnwindDiffered)
+	}
 	if cnt.OMPGuessed > 0 {
 		c.warn("%d OpenMP regions of pid %d called a runtime that heaplens found outside the calling library's scope, "+
 			"which may not be the one it would have used (docs/pool-attribution.md)", cnt.OMPGuessed, s.hdr.PID)
+	}
+	if s.badRefs > 0 {
+		c.warn("%d sampled allocations of pid %d named a stack that was never sent, and were skipped", s.badRefs, s.hdr.PID)
 	}
 	if s.r.Malformed > 0 {
 		c.warn("%d malformed ring records of pid %d were skipped", s.r.Malformed, s.hdr.PID)

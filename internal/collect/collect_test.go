@@ -33,11 +33,24 @@ type collected struct {
 	capt        *capture.Capture
 	mappingFile []string // files of the Mapping records, in record order
 	early       []uint64 // Locations read before the Mapping they name
+	badRefs     uint64   // ALLOCs that named a stack never sent
 }
 
 // collectStacks runs the modules and one ALLOC per stack of frames through
 // a Collector and reads the capture back.
 func collectStacks(t *testing.T, stacks [][]uint64) collected {
+	t.Helper()
+	var recs []*ring.Record
+	for i, frames := range stacks {
+		recs = append(recs, &ring.Record{Type: ring.RecAlloc, TID: 7, TimeNano: int64(100 + i), Addr: 0x9000 + uint64(i)*16,
+			Size: 16, Func: capture.FuncMalloc, Frames: frames})
+	}
+	return collectRecords(t, recs)
+}
+
+// collectRecords runs the modules and recs (ALLOC and STACK records)
+// through a Collector and reads the capture back.
+func collectRecords(t *testing.T, recs []*ring.Record) collected {
 	t.Helper()
 	var buf bytes.Buffer
 	w, err := capture.NewWriter(&buf)
@@ -57,10 +70,14 @@ func collectStacks(t *testing.T, stacks [][]uint64) collected {
 			t.Fatal(err)
 		}
 	}
-	for i, frames := range stacks {
-		rec := &ring.Record{Type: ring.RecAlloc, TID: 7, TimeNano: int64(100 + i), Addr: 0x9000 + uint64(i)*16,
-			Size: 16, Func: capture.FuncMalloc, Frames: frames}
-		if err := c.alloc(s, rec); err != nil {
+	for _, rec := range recs {
+		var err error
+		if rec.Type == ring.RecStack {
+			err = c.stackRecord(s, rec)
+		} else {
+			err = c.alloc(s, rec)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -68,7 +85,7 @@ func collectStacks(t *testing.T, stacks [][]uint64) collected {
 		t.Fatal(err)
 	}
 
-	var got collected
+	got := collected{badRefs: s.badRefs}
 	r, err := capture.NewReader(bytes.NewReader(buf.Bytes()))
 	if err != nil {
 		t.Fatal(err)
@@ -142,5 +159,40 @@ func TestMappingsOnlyWhenReferenced(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// ALLOCs that name a STACK record by its ref get that record's stack: the
+// same stack, with the same ID, as an ALLOC that carries those frames
+// itself; one that names a ref never sent is left out and counted.
+func TestStackRefs(t *testing.T) {
+	pc := func(i int, off uint64) uint64 { return testModules[i].bias + off }
+	frames := []uint64{pc(1, 0x30), pc(0, 0x20)}
+	alloc := func(i int) *ring.Record {
+		return &ring.Record{Type: ring.RecAlloc, TID: 7, TimeNano: int64(100 + i), Addr: 0x9000 + uint64(i)*16, Size: 16, Func: capture.FuncMalloc}
+	}
+	recs := []*ring.Record{{Type: ring.RecStack, Ref: 5, Frames: frames}}
+	for i := range 3 {
+		a := alloc(i)
+		a.Ref, a.HasRef = 5, true
+		recs = append(recs, a)
+	}
+	inline := alloc(3)
+	inline.Frames = frames
+	unknown := alloc(4)
+	unknown.Ref, unknown.HasRef = 6, true
+	recs = append(recs, inline, unknown)
+
+	got := collectRecords(t, recs)
+	if n := len(got.capt.Allocs); n != 4 || got.badRefs != 1 {
+		t.Fatalf("%d allocations, %d naming an unknown stack; want 4 and 1", n, got.badRefs)
+	}
+	if len(got.capt.Stacks) != 1 || len(got.capt.Locations) != 2 {
+		t.Errorf("%d stacks and %d locations, want 1 stack of 2 locations", len(got.capt.Stacks), len(got.capt.Locations))
+	}
+	for _, a := range got.capt.Allocs {
+		if a.StackID != got.capt.Allocs[0].StackID || a.StackID == 0 {
+			t.Errorf("allocation at %#x has stack %d, want %d for all", a.Addr, a.StackID, got.capt.Allocs[0].StackID)
+		}
 	}
 }

@@ -77,6 +77,17 @@ func (c *Collector) code(s *stream, rc *ring.Code) {
 	}
 }
 
+// knownCode reports whether the code object of every Python frame has
+// been received: a stack with one that has not would name it once it is.
+func (s *stream) knownCode(py []ring.PyFrame) bool {
+	for _, f := range py {
+		if s.py == nil || s.py.codes[codeKey{f.Code, f.Identity}] == nil {
+			return false
+		}
+	}
+	return true
+}
+
 // classify records whether a native location is an eval activation and
 // whether it belongs to the interpreter.
 func (c *Collector) classify(s *stream, m *module, loc *capture.Location) {

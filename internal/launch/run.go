@@ -60,6 +60,11 @@ type Result struct {
 const (
 	MinRingSize = 64 << 10
 	MaxRingSize = 1 << 30
+	// ExactRingSize is the ring of --rate 1 unless --ring-size says
+	// otherwise: an interpreter's start-up records ~100 MB of stacks in a
+	// tenth of a second, faster than the agent can name new stacks, and a
+	// 16 MiB ring drops a third of them. The ring is backed only as it fills.
+	ExactRingSize = 64 << 20
 )
 
 // CheckRingSize says what is wrong with a ring size.
@@ -136,6 +141,7 @@ func Run(o Options) (*Result, error) {
 		o.Started(out)
 	}
 	col := collect.New(dir, lib, w)
+	col.BuildUnwindTables()
 	col.NativePythonInternals = o.NativePythonInternals
 	defer col.Close()
 	col.Await(cmd.Process.Pid)
@@ -325,8 +331,14 @@ func profiledEnv(env []string, lib, dir string, o Options) []string {
 	if o.Seed != 0 {
 		out = append(out, "HEAPLENS_SEED="+strconv.FormatUint(o.Seed, 10))
 	}
-	if o.RingSize != 0 {
-		out = append(out, "HEAPLENS_RING_SIZE="+strconv.FormatUint(o.RingSize, 10))
+	if ring := o.RingSize; ring != 0 || o.Rate == 1 {
+		if ring == 0 {
+			ring = ExactRingSize
+		}
+		out = append(out, "HEAPLENS_RING_SIZE="+strconv.FormatUint(ring, 10))
+	}
+	if os.Getenv("HEAPLENS_UNWIND_CHECK") == "1" { // the unwinders' check mode (docs/unwind-format.md), for tests
+		out = append(out, "HEAPLENS_UNWIND_CHECK=1")
 	}
 	if o.NoPython {
 		out = append(out, "HEAPLENS_PYTHON=0")

@@ -23,6 +23,7 @@ const (
 	RecMark     = 5
 	RecOrigin   = 6
 	RecMallinfo = 7
+	RecStack    = 8 // a stack that later ALLOCs name by its ref (AllocStackRef)
 
 	MarkPyFinalizing = 1
 	MarkExit         = 2
@@ -36,6 +37,9 @@ const (
 	AllocPyMem       = 2
 	AllocOrigin      = 4 // word 5 is the origin token
 	AllocMethodShift = 8 // flags bits 8..10: the origin method (Origin*)
+	AllocStackRef    = 8 // the last word is the ref of a STACK record; no frames follow
+
+	StackRefs = 16384 // STACK refs are below this
 
 	MaxFrames = 4096 // native frames the library records at most; deeper stacks are cut (Record.Truncated)
 
@@ -92,6 +96,9 @@ const (
 	offPyEval       = 296
 	offPyHooked     = 304
 	offOMPGuessed   = 312
+	offUnwindTables = 320
+	offUnwindLibgcc = 328
+	offUnwindDiffer = 336
 	offCmdline      = 1024
 	offExe          = 3072
 	maxCmdline      = 2048

@@ -33,6 +33,7 @@ func TestLayoutMatchesC(t *testing.T) {
 		"tail": offTail, "dropped_alloc": offDroppedAlloc, "dropped_free": offDroppedFree,
 		"dropped_other": offDroppedOther, "truncated_stacks": offTruncated, "py_version": offPyVersion,
 		"py_status": offPyStatus, "py_eval": offPyEval, "py_hooked": offPyHooked, "omp_guessed": offOMPGuessed,
+		"unwind_tables": offUnwindTables, "unwind_libgcc": offUnwindLibgcc, "unwind_differed": offUnwindDiffer,
 		"cmdline": offCmdline, "exe": offExe,
 	}
 	values := map[string]uint64{
@@ -41,11 +42,11 @@ func TestLayoutMatchesC(t *testing.T) {
 		"HL_FLAG_INIT_DONE": FlagInitDone, "HL_FLAG_FORKED": FlagForked,
 		"HL_FLAG_BACKING_STOPPED": FlagBackingStopped, "HL_FLAG_NO_UNWIND": FlagNoUnwind,
 		"HL_REC_ALLOC": RecAlloc, "HL_REC_FREE": RecFree, "HL_REC_MODULE": RecModule, "HL_REC_CODE": RecCode,
-		"HL_REC_MARK": RecMark, "HL_REC_ORIGIN": RecOrigin, "HL_REC_MALLINFO": RecMallinfo,
+		"HL_REC_MARK": RecMark, "HL_REC_ORIGIN": RecOrigin, "HL_REC_MALLINFO": RecMallinfo, "HL_REC_STACK": RecStack,
 		"HL_MARK_PY_FINALIZING": MarkPyFinalizing, "HL_MARK_EXIT": MarkExit, "HL_MARK_USER": MarkUser,
 		"HL_ALLOC_TRUNCATED": AllocTruncated, "HL_ALLOC_PYMEM": AllocPyMem, "HL_ALLOC_ORIGIN": AllocOrigin,
-		"HL_ALLOC_METHOD_SHIFT": AllocMethodShift,
-		"HL_ORIGIN_SELF":        OriginSelf, "HL_ORIGIN_API": OriginAPI, "HL_ORIGIN_OPENMP": OriginOpenMP,
+		"HL_ALLOC_METHOD_SHIFT": AllocMethodShift, "HL_ALLOC_STACKREF": AllocStackRef, "HL_STACK_REFS": StackRefs,
+		"HL_ORIGIN_SELF": OriginSelf, "HL_ORIGIN_API": OriginAPI, "HL_ORIGIN_OPENMP": OriginOpenMP,
 		"HL_ORIGIN_RESERVED": 3, "HL_ORIGIN_FALLBACK": OriginFallback, "HL_MAX_FRAMES": MaxFrames,
 		"HL_ORIGIN_UNATTRIBUTED": OriginUnattributed, "HL_ORIGIN_CREATOR": OriginCreator, "HL_PY_ACTIVATION_END": PyActivationEnd,
 		"HL_PY_NONE": PyNone, "HL_PY_ACTIVE": PyActive, "HL_PY_UNSUPPORTED": PyUnsupported, "HL_PY_OFF": PyOff,

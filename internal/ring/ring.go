@@ -43,6 +43,9 @@ type Counters struct {
 	DroppedAllocs, DroppedFree uint64
 	DroppedOther, Truncated    uint64
 	OMPGuessed                 uint64 // OpenMP regions sent to a runtime found outside the caller's scope
+	// Native stacks walked with the agent's unwind tables, by libgcc, and
+	// (HEAPLENS_UNWIND_CHECK=1) walked both ways with different results.
+	UnwindTables, UnwindLibgcc, UnwindDiffered uint64
 }
 
 // Python is what the library found out about a Python interpreter in the process.
@@ -98,11 +101,15 @@ type Record struct {
 	Segments  []Segment
 	Path      string
 	Code      *Code
-	Mark      uint64   // MARK: what happened at TimeNano
-	Token     uint64   // ALLOC: origin token (0 = none); ORIGIN: the token whose stack this is
-	Method    uint8    // ALLOC: how the origin was decided (Origin*)
-	Value     uint64   // MARK: its value (the exit status for MarkExit)
-	Malloc    Mallinfo // MALLINFO: what glibc's malloc holds
+	Mark      uint64 // MARK: what happened at TimeNano
+	Token     uint64 // ALLOC: origin token (0 = none); ORIGIN: the token whose stack this is
+	// Ref: on a STACK record, the ref later ALLOCs name it by; on an ALLOC
+	// with HasRef, the STACK record that holds its stack (no Frames, no Py).
+	Ref    uint32
+	HasRef bool
+	Method uint8    // ALLOC: how the origin was decided (Origin*)
+	Value  uint64   // MARK: its value (the exit status for MarkExit)
+	Malloc Mallinfo // MALLINFO: what glibc's malloc holds
 }
 
 // Mallinfo is glibc's mallinfo2 as a MALLINFO record carries it.
@@ -246,13 +253,16 @@ func (r *Ring) Detached() (bool, int64) {
 // Counters returns the ring's totals now.
 func (r *Ring) Counters() Counters {
 	return Counters{
-		Head:          atomic.LoadUint64(r.u64(offHead)),
-		Tail:          atomic.LoadUint64(r.u64(offTail)),
-		DroppedAllocs: atomic.LoadUint64(r.u64(offDroppedAlloc)),
-		DroppedFree:   atomic.LoadUint64(r.u64(offDroppedFree)),
-		DroppedOther:  atomic.LoadUint64(r.u64(offDroppedOther)),
-		Truncated:     atomic.LoadUint64(r.u64(offTruncated)),
-		OMPGuessed:    atomic.LoadUint64(r.u64(offOMPGuessed)),
+		Head:           atomic.LoadUint64(r.u64(offHead)),
+		Tail:           atomic.LoadUint64(r.u64(offTail)),
+		DroppedAllocs:  atomic.LoadUint64(r.u64(offDroppedAlloc)),
+		DroppedFree:    atomic.LoadUint64(r.u64(offDroppedFree)),
+		DroppedOther:   atomic.LoadUint64(r.u64(offDroppedOther)),
+		Truncated:      atomic.LoadUint64(r.u64(offTruncated)),
+		OMPGuessed:     atomic.LoadUint64(r.u64(offOMPGuessed)),
+		UnwindTables:   atomic.LoadUint64(r.u64(offUnwindTables)),
+		UnwindLibgcc:   atomic.LoadUint64(r.u64(offUnwindLibgcc)),
+		UnwindDiffered: atomic.LoadUint64(r.u64(offUnwindDiffer)),
 	}
 }
 
@@ -308,20 +318,30 @@ func (r *Ring) decode(rec *Record, hdr uint64, w []uint64) error {
 	*rec = Record{Type: uint8(hdr >> 32), Func: uint8(hdr >> 40)}
 	count := int(hdr >> 48)
 	switch rec.Type {
-	case RecAlloc, RecOrigin:
-		if len(w) < 4 {
+	case RecAlloc, RecOrigin, RecStack:
+		if len(w) < 4 && rec.Type != RecStack || len(w) < 2 {
 			return fmt.Errorf("record type %d with %d words", rec.Type, len(w))
 		}
-		npy := int(w[3] >> 48)
-		flags := uint32(w[3]>>32) & 0xffff
+		var npy int
+		var flags uint32
 		head := 4 // words before the frames
-		if rec.Type == RecOrigin {
-			rec.TimeNano, rec.Token = int64(w[0]), w[1]
-			head = 3
+		switch rec.Type {
+		case RecStack:
+			if w[0] >= StackRefs {
+				return fmt.Errorf("STACK with ref %d", w[0])
+			}
+			rec.Ref = uint32(w[0])
+			npy, flags = int(w[1]>>48), uint32(w[1]>>32)&0xffff
+			head = 2
+		case RecOrigin:
 			npy = int(w[2] >> 48)
 			flags = uint32(w[2]>>32) & 0xffff
+			rec.TimeNano, rec.Token = int64(w[0]), w[1]
+			head = 3
 			rec.TID = uint32(w[2])
-		} else {
+		default:
+			npy = int(w[3] >> 48)
+			flags = uint32(w[3]>>32) & 0xffff
 			rec.TimeNano, rec.Addr, rec.Size = int64(w[0]), w[1], w[2]
 			rec.TID = uint32(w[3])
 			rec.Method = uint8(flags >> AllocMethodShift & 7)
@@ -331,6 +351,15 @@ func (r *Ring) decode(rec *Record, hdr uint64, w []uint64) error {
 				}
 				rec.Token = w[4]
 				head = 5
+			}
+			if flags&AllocStackRef != 0 {
+				if len(w) != head+1 || count != 0 || npy != 0 || w[head] >= StackRefs {
+					return fmt.Errorf("ALLOC naming a stack in %d words, %d frames, ref %d", len(w), count, w[len(w)-1])
+				}
+				rec.Ref, rec.HasRef = uint32(w[head]), true
+				r.frames, r.py = r.frames[:0], r.py[:0]
+				rec.Frames, rec.Py = r.frames, r.py
+				return nil
 			}
 		}
 		// AllocPyMem is not decoded: Func names the PyMem function.

@@ -244,6 +244,12 @@ func TestDrainSkipsMalformedRecords(t *testing.T) {
 		{"module with fewer words than segments", RecModule, 3, []uint64{1, 2, 0}},
 		{"free with 2 words", RecFree, 0, []uint64{1, 2}},
 		{"mark with 4 words", RecMark, 0, []uint64{1, 2, 3, 4}},
+		{"stack with ref 2^14", RecStack, 1, []uint64{StackRefs, 0, 0x401000}},
+		{"stack with one word", RecStack, 0, []uint64{1}},
+		{"stack claims 2 frames, has 1", RecStack, 2, []uint64{5, 0, 0x401000}},
+		{"alloc naming ref 2^14", RecAlloc, 0, []uint64{1, 2, 3, 4 | AllocStackRef<<32, StackRefs}},
+		{"alloc naming a ref, with frames", RecAlloc, 1, []uint64{1, 2, 3, 4 | AllocStackRef<<32, 5, 0x401000}},
+		{"alloc naming a ref it lacks", RecAlloc, 0, []uint64{1, 2, 3, 4 | AllocStackRef<<32}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -292,6 +298,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(uint64(RecModule), uint64(1), uint64(0), make([]byte, 64))
 	f.Add(uint64(RecFree), uint64(0), uint64(FuncMunmap), make([]byte, 32))
 	f.Add(uint64(RecMallinfo), uint64(0), uint64(0), make([]byte, 48))
+	f.Add(uint64(RecStack), uint64(1), uint64(0), make([]byte, 40))
 	f.Fuzz(func(t *testing.T, typ, count, fn uint64, b []byte) {
 		words := make([]uint64, len(b)/8)
 		for i := range words {
@@ -313,6 +320,47 @@ func FuzzDecode(f *testing.F) {
 			t.Errorf("path of %d bytes from %d words", len(rec.Path), len(words))
 		}
 	})
+}
+
+// A STACK record, and ALLOCs that name it by its ref (with and without an
+// origin token) or carry their own stack.
+func TestDrainStackRefs(t *testing.T) {
+	w := newWriter(1 << 16)
+	w.record(RecStack, 0, 2, []uint64{77, AllocTruncated<<32 | 1<<48, 0x401000, 0x402000, 0xc0de, 5 | 1<<32}, true)
+	w.record(RecAlloc, 1, 0, []uint64{10, 0xa0, 64, 600 | AllocStackRef<<32, 77}, true)
+	w.record(RecAlloc, 1, 0, []uint64{11, 0xb0, 32, 601 | (AllocStackRef|AllocOrigin)<<32, 9<<32 | 1, 77}, true)
+	w.record(RecAlloc, 1, 1, []uint64{12, 0xc0, 16, 602, 0x403000}, true)
+	r, err := Open(w.file(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got []Record
+	if _, err := r.Drain(func(rec *Record) {
+		c := *rec
+		c.Frames = append([]uint64(nil), rec.Frames...)
+		c.Py = append([]PyFrame(nil), rec.Py...)
+		got = append(got, c)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 || r.Malformed != 0 {
+		t.Fatalf("got %d records, %d malformed", len(got), r.Malformed)
+	}
+	st, a, o, plain := got[0], got[1], got[2], got[3]
+	if st.Type != RecStack || st.Ref != 77 || !st.Truncated || len(st.Frames) != 2 || st.Frames[1] != 0x402000 ||
+		len(st.Py) != 1 || st.Py[0].Code != 0xc0de || st.Py[0].Identity != 1 || st.Py[0].Pos != 4 {
+		t.Errorf("STACK decoded as %+v", st)
+	}
+	if !a.HasRef || a.Ref != 77 || a.Addr != 0xa0 || a.TID != 600 || len(a.Frames) != 0 || len(a.Py) != 0 {
+		t.Errorf("ALLOC naming ref 77 decoded as %+v", a)
+	}
+	if !o.HasRef || o.Ref != 77 || o.Token != 9<<32|1 || o.Addr != 0xb0 {
+		t.Errorf("ALLOC with an origin naming ref 77 decoded as %+v", o)
+	}
+	if plain.HasRef || len(plain.Frames) != 1 || plain.Frames[0] != 0x403000 {
+		t.Errorf("ALLOC with its own stack decoded as %+v", plain)
+	}
 }
 
 // Pool work: an ALLOC carrying an origin token and method, and the ORIGIN

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/heaplens/heaplens/bench/internal/harness"
+	"github.com/heaplens/heaplens/internal/unwind"
 )
 
 // CallgrindRow is one instruction count comparison.
@@ -89,19 +90,57 @@ func (b *bench) callgrind() (*CallgrindResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		dir, err := os.MkdirTemp(b.tmp, "ring-")
-		if err != nil {
-			return nil, err
+		// With the tables the agent writes as the first stacks arrive, and
+		// without (libgcc's unwinder walks every stack).
+		for _, tables := range []bool{true, false} {
+			dir, err := os.MkdirTemp(b.tmp, "ring-")
+			if err != nil {
+				return nil, err
+			}
+			how := "libgcc"
+			if tables {
+				how = "unwind tables"
+				err = b.tablesFor(dir, b.deep)
+			}
+			var tot uint64
+			if err == nil {
+				tot, _, err = b.callgrindTotal(fmt.Sprintf("deep%d-rate1-%t", d, tables), "leaf",
+					[]string{"LD_PRELOAD=" + b.lib, "HEAPLENS_DIR=" + dir, "HEAPLENS_RATE=1"}, b.deep, args...)
+			}
+			os.RemoveAll(dir)
+			if err != nil {
+				return nil, err
+			}
+			res.Rows = append(res.Rows, cgRow(fmt.Sprintf("deep_sample depth %d (%d frames), rate 1, %s", d, d+4, how),
+				"sample", uint64(b.o.cgDeepN), base, tot, "leaf"))
 		}
-		tot, _, err := b.callgrindTotal(fmt.Sprintf("deep%d-rate1", d), "leaf",
-			[]string{"LD_PRELOAD=" + b.lib, "HEAPLENS_DIR=" + dir, "HEAPLENS_RATE=1"}, b.deep, args...)
-		os.RemoveAll(dir)
-		if err != nil {
-			return nil, err
-		}
-		res.Rows = append(res.Rows, cgRow(fmt.Sprintf("deep_sample depth %d (%d frames), rate 1", d, d+4), "sample", uint64(b.o.cgDeepN), base, tot, "leaf"))
 	}
 	return res, nil
+}
+
+// tablesFor writes into dir the unwind tables that the agent writes for a
+// run of prog as its first stacks arrive: the library's, prog's and those
+// of the shared objects prog loads (as ldd lists them).
+func (b *bench) tablesFor(dir, prog string) error {
+	out, err := exec.Command("ldd", prog).Output()
+	if err != nil {
+		return fmt.Errorf("ldd %s: %v", prog, err)
+	}
+	paths := []string{b.lib, prog}
+	for _, f := range strings.Fields(string(out)) {
+		if strings.HasPrefix(f, "/") {
+			paths = append(paths, f)
+		}
+	}
+	p := unwind.NewPublisher(dir)
+	for _, path := range paths {
+		p.Want(path)
+	}
+	p.Close()
+	if _, failed := p.Built(); failed > 0 {
+		return fmt.Errorf("unwind tables for %v: %d failed", paths, failed)
+	}
+	return nil
 }
 
 func cgRow(name, per string, units, bare, with uint64, collected string) CallgrindRow {

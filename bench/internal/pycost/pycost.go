@@ -66,6 +66,12 @@ func run(o options) error {
 	if rep.Samples, err = b.perSample(); err != nil {
 		return err
 	}
+	if n := len(rep.Samples); n > 0 {
+		deep := rep.Samples[n-1]
+		if rep.Instructions, err = b.instructions(deep.Levels, deep.Frames()); err != nil {
+			return err
+		}
+	}
 	rep.Notes = notes(p)
 	rep.Finish(&b.warnings)
 

@@ -15,7 +15,9 @@ type Report struct {
 	harness.Stamp
 	Python  string         `json:"python"`
 	Samples []SampleResult `json:"per_sample"`
-	Notes   []string       `json:"notes"`
+	// Instructions is callgrind's count of one sample at the deeper stack.
+	Instructions *InstrResult `json:"instructions,omitempty"`
+	Notes        []string     `json:"notes"`
 }
 
 // MarshalJSON replaces NaN and ±Inf (a median of nothing, a ratio over 0),
@@ -64,6 +66,15 @@ func formatMarkdown(r Report) string {
 		sb.WriteString("\nµs per sample = (median rate-1 loop ns/alloc − median bare) / sampled allocations per iteration " +
 			"(1, checked in a capture), timed inside the loop; --no-python samples the same allocations with the native " +
 			"stack only; by wall = (median rate-1 wall − median bare wall) / N, start-up and exit included.\n")
+	}
+	if in := r.Instructions; in != nil {
+		fmt.Fprintf(&sb, "\n## Instructions per sample (callgrind, py_deep %d levels, %d frames)\n\n", in.Levels, in.Frames)
+		sb.WriteString(harness.Table([]string{">N", ">bare Ir", ">heaplens --rate 1 Ir"}, [][]string{
+			{strconv.Itoa(in.N[0]), strconv.FormatUint(in.Bare[0], 10), strconv.FormatUint(in.Rate1[0], 10)},
+			{strconv.Itoa(in.N[1]), strconv.FormatUint(in.Bare[1], 10), strconv.FormatUint(in.Rate1[1], 10)}}))
+		fmt.Fprintf(&sb, "\nOne sample (ALLOC with its stack, and the FREE): %.0f instructions = (heaplens' difference − bare's) / %d "+
+			"(the start-up, sampled too, is the same at both lengths). The agent runs outside valgrind and writes the unwind "+
+			"tables as the first stacks arrive, as in any run.\n", in.PerSample, in.N[1]-in.N[0])
 	}
 	sb.WriteString(harness.Bullets("Notes", r.Notes))
 	sb.WriteString(harness.Bullets("Warnings", r.Warnings))

@@ -1,0 +1,186 @@
+package unwind
+
+import (
+	"debug/elf"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+)
+
+// Publisher writes the tables of module files into a run directory, as
+// dir/unwind.<build ID in hex>, where the library looks for them. It builds
+// in one background goroutine, one table at a time, so that asking never
+// holds up the caller.
+type Publisher struct {
+	dir  string
+	wake chan struct{} // a path was queued or Close was called
+	done chan struct{} // closed when the goroutine has returned
+
+	mu      sync.Mutex
+	queue   []string
+	seen    map[string]bool // every path ever queued
+	closed  bool
+	started bool
+	written int
+	failed  int
+
+	ids  map[string]bool                  // build IDs written; the goroutine's alone
+	free func(dir string) (uint64, error) // bytes free to us in dir
+}
+
+func statfsFree(dir string) (uint64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}
+
+// NewPublisher returns a Publisher that writes into dir. Its goroutine
+// starts with the first Want.
+func NewPublisher(dir string) *Publisher {
+	return &Publisher{
+		dir:  dir,
+		wake: make(chan struct{}, 1),
+		done: make(chan struct{}),
+		seen: map[string]bool{},
+		ids:  map[string]bool{},
+		free: statfsFree,
+	}
+}
+
+// Want asks for the table of the module file at path. It queues the path
+// and returns at once. Each distinct path is built at most once (a path
+// that failed is not tried again), each build ID written at most once, and
+// nothing is queued after Close.
+func (p *Publisher) Want(path string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.seen[path] {
+		return
+	}
+	p.seen[path] = true
+	p.queue = append(p.queue, path)
+	if !p.started {
+		p.started = true
+		go p.run()
+	}
+	select {
+	case p.wake <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+}
+
+// Close stops accepting paths and waits until those queued so far have
+// been built and written. It may be called more than once.
+func (p *Publisher) Close() {
+	p.mu.Lock()
+	p.closed = true
+	started := p.started
+	p.mu.Unlock()
+	if !started {
+		return
+	}
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	<-p.done
+}
+
+// Built returns how many tables have been written and how many paths
+// could not be built or written.
+func (p *Publisher) Built() (written, failed int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.written, p.failed
+}
+
+// run builds the queued paths until Close and an empty queue.
+func (p *Publisher) run() {
+	defer close(p.done)
+	for {
+		p.mu.Lock()
+		if len(p.queue) == 0 {
+			closed := p.closed
+			p.mu.Unlock()
+			if closed {
+				return
+			}
+			<-p.wake
+			continue
+		}
+		path := p.queue[0]
+		p.queue = p.queue[1:]
+		p.mu.Unlock()
+
+		wrote, err := p.publish(path)
+		p.mu.Lock()
+		if err != nil {
+			p.failed++
+		} else if wrote {
+			p.written++
+		}
+		p.mu.Unlock()
+	}
+}
+
+// publish builds the table of path and writes it, unless a table with its
+// build ID was written already.
+func (p *Publisher) publish(path string) (wrote bool, err error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	// The build ID first: a second path to the same file needs no build.
+	id, err := BuildID(f)
+	if err != nil {
+		return false, err
+	}
+	name := hex.EncodeToString(id)
+	if p.ids[name] {
+		return false, nil
+	}
+	table, err := Build(f)
+	if err != nil {
+		return false, err
+	}
+	if err := p.write("unwind."+name, table); err != nil {
+		return false, err
+	}
+	p.ids[name] = true
+	return true, nil
+}
+
+// write writes b as dir/name, under a temporary name first so that the
+// library never maps part of it. The directory is where the rings are
+// (tmpfs, often small): a table never takes more than a quarter of what is
+// free there, as a ring that cannot grow drops records.
+func (p *Publisher) write(name string, b []byte) error {
+	free, err := p.free(p.dir)
+	if err != nil {
+		return fmt.Errorf("unwind: %w", err)
+	}
+	if uint64(len(b)) > free/4 {
+		return fmt.Errorf("unwind: %s: %d bytes, and %d are free in %s", name, len(b), free, p.dir)
+	}
+	tmp, err := os.CreateTemp(p.dir, "tmp-"+name+".*") // mode 0600
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(b)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(p.dir, name))
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
+}

@@ -1,0 +1,169 @@
+// Package unwind compiles the call-frame information of an x86-64 ELF
+// module (.eh_frame) into the unwind table format of
+// docs/unwind-format.md: a sorted list of rows, each saying how to find the
+// caller of a frame whose pc lies in it, which the preloaded library
+// binary-searches instead of running libgcc's unwinder. It also reads such
+// tables back (Parse, Lookup) and writes them into a run directory in the
+// background (Publisher).
+package unwind
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// The kinds of a row (bits 24–25 of a rule word).
+const (
+	KindRSP     = 0 // the CFA is rsp + offset
+	KindRBP     = 1 // the CFA is rbp + offset
+	KindUnknown = 2 // no rule the library follows: libgcc walks the stack
+	KindEnd     = 3 // outermost frame: the return address is undefined
+)
+
+// The file layout (docs/unwind-format.md).
+const (
+	magic      = "HLUNWND1"
+	version    = 1
+	headerSize = 96
+	maxRows    = 1 << 24
+	maxIDLen   = 64
+)
+
+// Rule is one decoded row rule: how to find the caller of a frame whose pc
+// lies in the row.
+type Rule struct {
+	Kind      uint8  // KindRSP, KindRBP, KindUnknown or KindEnd
+	CFAOffset uint16 // added to rsp (KindRSP) or rbp (KindRBP) to give the CFA
+	RBPSlot   uint8  // k: the caller's rbp is at CFA − 8k; 0: rbp is left as found
+}
+
+// unknown is the encoded rule of kind 2, which carries no offset and no slot.
+var unknown = Rule{Kind: KindUnknown}.Encode()
+
+// Encode returns r as a rule word. A Kind above 3 spills into bits 26–31,
+// which Parse rejects: Kind must be one of the constants.
+func (r Rule) Encode() uint32 {
+	return uint32(r.CFAOffset) | uint32(r.RBPSlot)<<16 | uint32(r.Kind)<<24
+}
+
+// DecodeRule splits a rule word into its fields; DecodeRule(r.Encode()) == r.
+func DecodeRule(w uint32) Rule {
+	return Rule{Kind: uint8(w >> 24), CFAOffset: uint16(w), RBPSlot: uint8(w >> 16)}
+}
+
+// Table is a parsed, validated table file.
+type Table struct {
+	Base uint64   // link-time address of the first row; Addr is relative to it
+	ID   []byte   // the module's GNU build ID
+	Addr []uint32 // start of each row − Base, strictly increasing
+	Rule []uint32 // encoded rule of each row; the last is of kind 2
+}
+
+// Parse validates b as a table file and returns it. It makes every check
+// the library makes before it maps a table (size, magic, version, row
+// count, build ID length, reserved field, a first row at 0, increasing
+// addresses, bits 26–31 clear, final row of kind 2) and also that the build ID's padding is zero.
+// Hostile input never makes it panic, and it allocates no more than len(b).
+func Parse(b []byte) (*Table, error) {
+	if len(b) < headerSize {
+		return nil, fmt.Errorf("unwind: table: %d bytes, shorter than the %d-byte header", len(b), headerSize)
+	}
+	le := binary.LittleEndian
+	if string(b[:8]) != magic {
+		return nil, fmt.Errorf("unwind: table: bad magic %q", b[:8])
+	}
+	if v := le.Uint32(b[8:]); v != version {
+		return nil, fmt.Errorf("unwind: table: version %d, want %d", v, version)
+	}
+	rows := le.Uint32(b[12:])
+	if rows == 0 || rows > maxRows {
+		return nil, fmt.Errorf("unwind: table: %d rows, want 1 to %d", rows, maxRows)
+	}
+	if want := headerSize + 8*uint64(rows); uint64(len(b)) != want {
+		return nil, fmt.Errorf("unwind: table: %d bytes, want %d for %d rows", len(b), want, rows)
+	}
+	idLen := le.Uint32(b[24:])
+	if idLen == 0 || idLen > maxIDLen {
+		return nil, fmt.Errorf("unwind: table: build ID length %d, want 1 to %d", idLen, maxIDLen)
+	}
+	if r := le.Uint32(b[28:]); r != 0 {
+		return nil, fmt.Errorf("unwind: table: reserved field %#x, want 0", r)
+	}
+	id := b[32 : 32+idLen]
+	if pad := b[32+idLen : headerSize]; !allZero(pad) {
+		return nil, errors.New("unwind: table: build ID padding is not zero")
+	}
+	t := &Table{
+		Base: le.Uint64(b[16:]),
+		ID:   bytes.Clone(id),
+		Addr: make([]uint32, rows),
+		Rule: make([]uint32, rows),
+	}
+	addr, rule := b[headerSize:], b[headerSize+4*int(rows):]
+	if le.Uint32(addr) != 0 {
+		return nil, fmt.Errorf("unwind: table: first row at %#x, want 0 (base is its address)", le.Uint32(addr))
+	}
+	for i := range t.Addr {
+		t.Addr[i] = le.Uint32(addr[4*i:])
+		t.Rule[i] = le.Uint32(rule[4*i:])
+		if i > 0 && t.Addr[i] <= t.Addr[i-1] {
+			return nil, fmt.Errorf("unwind: table: row %d at %#x does not follow row %d at %#x", i, t.Addr[i], i-1, t.Addr[i-1])
+		}
+		if t.Rule[i]>>26 != 0 {
+			return nil, fmt.Errorf("unwind: table: row %d: rule %#x has bits 26-31 set", i, t.Rule[i])
+		}
+	}
+	if k := DecodeRule(t.Rule[rows-1]).Kind; k != KindUnknown {
+		return nil, fmt.Errorf("unwind: table: last row is of kind %d, want %d", k, KindUnknown)
+	}
+	return t, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Lookup returns the rule of the row holding the link-time address vaddr
+// (not adjusted by a load bias). ok is false outside all rows: before the
+// first, or at or after the start of the last, which covers nothing.
+func (t *Table) Lookup(vaddr uint64) (r Rule, ok bool) {
+	n := len(t.Addr)
+	// Modulo 2^64, as the library computes it: an address below Base
+	// wraps to one far above the last row.
+	d := vaddr - t.Base
+	if n == 0 || d >= uint64(t.Addr[n-1]) {
+		return Rule{}, false
+	}
+	a := uint32(d) // below Addr[n-1], so it fits
+	// The last row starting at or below a; Addr[0] is 0.
+	i := sort.Search(n, func(i int) bool { return t.Addr[i] > a }) - 1
+	return DecodeRule(t.Rule[i]), true
+}
+
+// bytes returns t as a table file. t must hold at most maxRows rows and an
+// ID of at most maxIDLen bytes.
+func (t *Table) bytes() []byte {
+	rows := len(t.Addr)
+	b := make([]byte, headerSize+8*rows)
+	le := binary.LittleEndian
+	copy(b, magic)
+	le.PutUint32(b[8:], version)
+	le.PutUint32(b[12:], uint32(rows))
+	le.PutUint64(b[16:], t.Base)
+	le.PutUint32(b[24:], uint32(len(t.ID)))
+	copy(b[32:headerSize], t.ID)
+	addr, rule := b[headerSize:], b[headerSize+4*rows:]
+	for i := range t.Addr {
+		le.PutUint32(addr[4*i:], t.Addr[i])
+		le.PutUint32(rule[4*i:], t.Rule[i])
+	}
+	return b
+}

@@ -1,0 +1,220 @@
+/*
+ * Native stacks from the agent's unwind tables (docs/unwind-format.md):
+ * one binary search per frame where libgcc's unwinder decodes the frame's
+ * CFI afresh (~1 300 instructions a frame). A stack the tables do not
+ * cover end to end is left to libgcc (sampler.c).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "internal.h"
+
+#define TAB_HEADER 96u
+#define TAB_MAX_ROWS (1u << 24)
+#define TAB_RETRY_NS 50000000 /* a table the agent has not written yet: look again after 50 ms */
+#define MAX_FRAME_SP (64u << 10)  /* kind 0: the offset field's range */
+#define MAX_FRAME_BP (16u << 20)  /* kind 1: an rbp farther up is not a frame pointer */
+
+enum { KIND_RSP, KIND_RBP, KIND_UNKNOWN, KIND_END };
+
+static const char magic[8] = {'H', 'L', 'U', 'N', 'W', 'N', 'D', '1'};
+
+static uint32_t rd32(const uint8_t *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+
+/* Checks a mapped table file against the module it should describe; 1 if it may be used. */
+static int table_ok(const struct module *m, const uint8_t *b, uint64_t size)
+{
+	uint32_t rows = rd32(b + 12), id_len = rd32(b + 24);
+	if (memcmp(b, magic, 8) || rd32(b + 8) != 1 || rows == 0 || rows > TAB_MAX_ROWS ||
+	    size != TAB_HEADER + 8 * (uint64_t)rows || id_len != m->id_len || rd32(b + 28) ||
+	    memcmp(b + 32, m->id, id_len))
+		return 0;
+	const uint8_t *addr = b + TAB_HEADER, *rule = addr + 4 * (uint64_t)rows;
+	if (rd32(addr))
+		return 0;
+	for (uint32_t i = 1; i < rows; i++)
+		if (rd32(addr + 4 * (uint64_t)i) <= rd32(addr + 4 * (uint64_t)(i - 1)))
+			return 0;
+	for (uint32_t i = 0; i < rows; i++)
+		if (rd32(rule + 4 * (uint64_t)i) >> 26)
+			return 0;
+	return rd32(rule + 4 * (uint64_t)(rows - 1)) >> 24 == KIND_UNKNOWN;
+}
+
+/*
+ * Splits the table's address range into about as many buckets as it has
+ * rows, a power of two bytes each, and notes the row each bucket starts
+ * in: a lookup then searches the few rows of one bucket, not all of them
+ * (libc: 2 steps, not 15). The index takes 4 bytes per row, mapped here.
+ */
+static int index_rows(struct module *m, const uint8_t *b)
+{
+	const uint32_t *addr = (const uint32_t *)(const void *)(b + TAB_HEADER);
+	uint32_t rows = rd32(b + 12), span = addr[rows - 1], shift = 4;
+	while (shift < 31 && (span >> shift) > rows)
+		shift++;
+	uint32_t buckets = (span >> shift) + 2; /* the last one ends the final bucket's search */
+	uint32_t *first = mmap(NULL, 4 * (uint64_t)buckets, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (first == MAP_FAILED)
+		return 0;
+	uint32_t r = 0;
+	for (uint32_t k = 0; k < buckets; k++) {
+		uint64_t start = (uint64_t)k << shift;
+		while (r + 1 < rows && addr[r + 1] <= start)
+			r++;
+		first[k] = r;
+	}
+	m->tab_rows = rows, m->tab_addr = addr, m->tab_rule = addr + rows;
+	m->tab_first = first, m->tab_shift = shift;
+	return 1;
+}
+
+/*
+ * Maps $HEAPLENS_DIR/unwind.<build id> for m: one thread at a time, each
+ * module at most once every TAB_RETRY_NS until the file exists. 1 if m has
+ * its table now.
+ */
+static int table_load(struct module *m)
+{
+	uint32_t st = __atomic_load_n(&m->tab_state, __ATOMIC_ACQUIRE);
+	if (st == TAB_READY)
+		return 1;
+	if (st != TAB_NEW || !m->id_len || !g.dir)
+		return 0;
+	int64_t now = now_ns(CLOCK_MONOTONIC);
+	if (now < RELAXED(m->tab_retry) ||
+	    !__atomic_compare_exchange_n(&m->tab_state, &st, TAB_LOADING, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return 0;
+	char path[4096];
+	char *q = put_name(path, "unwind.");
+	for (uint32_t i = 0; i < m->id_len; i++)
+		*q++ = "0123456789abcdef"[m->id[i] >> 4], *q++ = "0123456789abcdef"[m->id[i] & 15];
+	*q = 0;
+	int saved = errno, fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	uint32_t next = TAB_NONE;
+	struct stat sb;
+	if (fd < 0) {
+		if (errno == ENOENT)
+			SET_RELAXED(m->tab_retry, now + TAB_RETRY_NS), next = TAB_NEW;
+	} else if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size >= TAB_HEADER &&
+		   (uint64_t)sb.st_size <= TAB_HEADER + 8ull * TAB_MAX_ROWS) {
+		uint64_t size = (uint64_t)sb.st_size;
+		const uint8_t *b = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (b != MAP_FAILED && table_ok(m, b, size) && index_rows(m, b)) {
+			uint64_t base;
+			memcpy(&base, b + 16, 8);
+			m->tab_lo = m->bias + base;
+			next = TAB_READY;
+		} else if (b != MAP_FAILED)
+			munmap((void *)(uintptr_t)b, size);
+	}
+	if (fd >= 0)
+		close(fd);
+	errno = saved;
+	__atomic_store_n(&m->tab_state, next, __ATOMIC_RELEASE);
+	return next == TAB_READY;
+}
+
+/* The module whose table a walk last used: neighbouring frames mostly share one. */
+struct walk_module {
+	const uint32_t *addr, *rule, *first;
+	uint64_t lo;   /* pc - lo is the row address */
+	uint32_t span; /* the final row's start: row addresses below it are covered */
+	uint32_t shift;
+	uint32_t hint; /* its index in g.mod */
+};
+
+/* The module whose code holds pc: one compare per module, starting from the last one found. */
+static int text_module(uintptr_t pc, uint32_t *hint)
+{
+	uint32_t n = __atomic_load_n(&g.nmod, __ATOMIC_ACQUIRE), i = *hint < n ? *hint : 0;
+	for (uint32_t k = 0; k < n; k++, i = i + 1 < n ? i + 1 : 0)
+		if (pc - g.mod[i].text_lo < g.mod[i].text_len) {
+			*hint = i;
+			return 1;
+		}
+	return 0;
+}
+
+/* The rule of the row holding pc, from the table of its module; 0 if there is none. */
+static inline int rule_at(uintptr_t pc, struct walk_module *w, uint32_t *rule)
+{
+	uint64_t a = pc - w->lo;
+	if (a >= w->span) { /* another module's */
+		if (!text_module(pc, &w->hint))
+			return 0;
+		struct module *m = &g.mod[w->hint];
+		if (__atomic_load_n(&m->tab_state, __ATOMIC_ACQUIRE) != TAB_READY && !table_load(m))
+			return 0;
+		w->addr = m->tab_addr, w->rule = m->tab_rule, w->first = m->tab_first;
+		w->lo = m->tab_lo, w->shift = m->tab_shift, w->span = w->addr[m->tab_rows - 1];
+		a = pc - w->lo;
+		if (a >= w->span) /* before the first row (wrapped) or in the final one */
+			return 0;
+	}
+	/* The last row starting at or below a, which its bucket's first rows bound. */
+	const uint32_t *addr = w->addr;
+	uint32_t k = (uint32_t)a >> w->shift, lo = w->first[k], n = w->first[k + 1] - lo + 1;
+	while (n > 1) {
+		uint32_t half = n / 2;
+		lo = addr[lo + half] <= a ? lo + half : lo;
+		n -= half;
+	}
+	*rule = w->rule[lo];
+	return 1;
+}
+
+/*
+ * Walks this thread's stack into tls.frames, skipping the library's own
+ * frames. Returns 1 when it reached the outermost frame (or the frame
+ * limit), 0 when a frame has no rule it follows or does not look like a
+ * frame: the caller then asks libgcc. It reads only below top, the
+ * outermost CFA libgcc found on this stack: a table that does not describe
+ * the code (a module unloaded and its addresses reused) can give wrong
+ * frames, never a read outside the stack.
+ */
+__attribute__((noinline)) int table_walk(uintptr_t top)
+{
+	uintptr_t pc, sp, bp;
+	/* The row at this pc describes the frame as it is here: nothing in between moves rsp. */
+	__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(sp), "=r"(bp));
+	uintptr_t self_lo = RELAXED(g.self_lo), self_len = RELAXED(g.self_hi) - self_lo;
+	uint32_t n = 0, rule;
+	struct walk_module w = {0};
+	for (uintptr_t look = pc;; look = pc - 1) {
+		if (!rule_at(look, &w, &rule))
+			return 0;
+		uint32_t kind = rule >> 24 & 3, k = rule >> 16 & 0xff;
+		if (kind == KIND_END)
+			break;
+		if (kind == KIND_UNKNOWN)
+			return 0;
+		uintptr_t cfa = (kind == KIND_RSP ? sp : bp) + (rule & 0xffff);
+		if (cfa <= sp || cfa > top || cfa - sp > (kind == KIND_RSP ? MAX_FRAME_SP : MAX_FRAME_BP) ||
+		    8 * (uintptr_t)k > cfa - sp)
+			return 0;
+		const uintptr_t *frame = (const uintptr_t *)cfa;
+		pc = frame[-1];
+		if (k)
+			bp = frame[-(intptr_t)k];
+		sp = cfa;
+		if (!pc)
+			break;
+		if (pc - self_lo < self_len)
+			continue;
+		if (n >= HL_MAX_FRAMES)
+			break;
+		tls.frames[n++] = pc;
+	}
+	tls.nframes = n;
+	return 1;
+}
