@@ -204,9 +204,12 @@ static uint64_t stack_words(void) { return (uint64_t)tls.nframes + 2 * (uint64_t
  * STACK record is committed, BUSY while the record is written, 0 if free.
  * An ALLOC naming a slot is reserved after that record, so the agent reads
  * the stack first. A stack finds no free slot among a few: it is sent whole.
+ * Only at rates below 64 KiB: at sparser ones a new stack would cost a
+ * STACK record and an ALLOC for little.
  */
 #define STACK_BUSY 2ull
 #define STACK_PROBES 8
+#define STACK_REF_RATE (64u << 10) /* at sparser rates stacks rarely repeat soon, and the ring keeps up */
 static uint64_t stack_slot[HL_STACK_REFS];
 static int stacks_used;
 
@@ -223,6 +226,8 @@ static uint64_t stack_hash(uint32_t flags)
 /* The ref of the taken stack, sending it first if it is new; -1: send it whole. */
 static int64_t stack_ref(uint32_t flags)
 {
+	if (g.rate >= STACK_REF_RATE)
+		return -1;
 	uint64_t x = stack_hash(flags), pos;
 	uint32_t i = (uint32_t)(x >> 40) & (HL_STACK_REFS - 1);
 	for (int probe = 0; probe < STACK_PROBES; probe++, i = (i + 1) & (HL_STACK_REFS - 1)) {
@@ -279,8 +284,6 @@ COLD void record_alloc(void *p, size_t n, int func)
 		flags |= HL_ALLOC_ORIGIN;
 	if (func >= HL_FUNC_PYMEM_MALLOC)
 		flags |= HL_ALLOC_PYMEM;
-	if (flags & HL_ALLOC_TRUNCATED)
-		__atomic_fetch_add(&h->truncated_stacks, 1, __ATOMIC_RELAXED);
 	int64_t ref = stack_ref(flags);
 	uint64_t body = token ? 48 : 40, npy = tls.npy, nf = tls.nframes;
 	if (ref >= 0)
@@ -290,6 +293,8 @@ COLD void record_alloc(void *p, size_t n, int func)
 		count_drop(&h->dropped_alloc);
 		goto out;
 	}
+	if (flags & HL_ALLOC_TRUNCATED)
+		__atomic_fetch_add(&h->truncated_stacks, 1, __ATOMIC_RELAXED);
 	ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
 	ring_put(pos + 16, (uint64_t)(uintptr_t)p);
 	ring_put(pos + 24, n);

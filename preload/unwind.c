@@ -199,7 +199,7 @@ __attribute__((noinline)) int table_walk(uintptr_t top)
 		if (kind == KIND_UNKNOWN)
 			return 0;
 		uintptr_t cfa = (kind == KIND_RSP ? sp : bp) + (rule & 0xffff);
-		if (cfa <= sp || cfa > top || cfa - sp > (kind == KIND_RSP ? MAX_FRAME_SP : MAX_FRAME_BP) ||
+		if (cfa < sp + 8 || cfa > top || cfa - sp > (kind == KIND_RSP ? MAX_FRAME_SP : MAX_FRAME_BP) ||
 		    8 * (uintptr_t)k > cfa - sp)
 			return 0;
 		const uintptr_t *frame = (const uintptr_t *)cfa;

@@ -466,7 +466,10 @@ func (s *stream) lookup(pc uint64) *module {
 func (c *Collector) alloc(s *stream, rec *ring.Record) error {
 	var sid uint64
 	if rec.HasRef {
-		if sid = s.refs[rec.Ref]; sid == 0 {
+		if s.refs != nil {
+			sid = s.refs[rec.Ref]
+		}
+		if sid == 0 {
 			s.badRefs++ // its STACK record is always before it: a damaged ring
 			return nil
 		}

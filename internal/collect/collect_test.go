@@ -183,9 +183,14 @@ func TestStackRefs(t *testing.T) {
 	unknown.Ref, unknown.HasRef = 6, true
 	recs = append(recs, inline, unknown)
 
+	// Before any STACK record, too.
+	first := alloc(5)
+	first.Ref, first.HasRef = 5, true
+	recs = append([]*ring.Record{first}, recs...)
+
 	got := collectRecords(t, recs)
-	if n := len(got.capt.Allocs); n != 4 || got.badRefs != 1 {
-		t.Fatalf("%d allocations, %d naming an unknown stack; want 4 and 1", n, got.badRefs)
+	if n := len(got.capt.Allocs); n != 4 || got.badRefs != 2 {
+		t.Fatalf("%d allocations, %d naming an unknown stack; want 4 and 2", n, got.badRefs)
 	}
 	if len(got.capt.Stacks) != 1 || len(got.capt.Locations) != 2 {
 		t.Errorf("%d stacks and %d locations, want 1 stack of 2 locations", len(got.capt.Stacks), len(got.capt.Locations))
