@@ -394,7 +394,7 @@ extern int py_pending; /* a supported interpreter is loaded; its PyMem hooks are
 void py_detect(void);
 void py_try_install(void);
 void py_walk(void);
-void py_emit_codes(void);
+int py_emit_codes(void); /* 1: every code object of tls.py is in the ring (sent now or before) */
 void py_check_final(void);
 void py_new_ring(void);      /* a new ring (fork child, attach session): state and code records again */
 int py_running(void);       /* 1: an initialised interpreter, not finalizing */

@@ -365,8 +365,9 @@ static int emit_code(const char *code, uint32_t ident)
 }
 
 /* Sends a CODE record for every frame's code object this ring has not seen. */
-void py_emit_codes(void)
+int py_emit_codes(void)
 {
+	int all = 1;
 	for (uint32_t i = 0; i < tls.npy; i++) {
 		uintptr_t code = (uintptr_t)tls.py[2 * i];
 		uint32_t ident = (uint32_t)(tls.py[2 * i + 1] >> 32);
@@ -384,9 +385,11 @@ void py_emit_codes(void)
 		if (emit_code((const char *)code, ident)) {
 			__atomic_store_n(&sent[slot].tag, ident | (uint64_t)py.generation << 32, __ATOMIC_RELAXED);
 			__atomic_store_n(&sent[slot].code, code, __ATOMIC_RELEASE);
-		}
+		} else
+			all = 0;
 	next:;
 	}
+	return all;
 }
 
 static int final_sent;

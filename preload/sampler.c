@@ -160,7 +160,8 @@ static int walk_native(struct hl_ring_header *h)
 /*
  * Unwinds this thread into tls.frames and, unless the caller already did,
  * reads its Python frames into tls.py; then makes sure the agent can name
- * every pc and code object. Returns the ALLOC/ORIGIN flags.
+ * every pc (the caller sends the code objects: a stack sent by ref needs
+ * none). Returns the ALLOC/ORIGIN flags.
  */
 static uint32_t take_stack(struct hl_ring_header *h, int walked)
 {
@@ -180,8 +181,6 @@ static uint32_t take_stack(struct hl_ring_header *h, int walked)
 			scan_modules();
 			break;
 		}
-	if (tls.npy)
-		py_emit_codes();
 	return flags;
 }
 
@@ -200,16 +199,20 @@ static uint64_t stack_words(void) { return (uint64_t)tls.nframes + 2 * (uint64_t
 /*
  * Stacks sent once (HL_REC_STACK) and named by a ref in later ALLOCs: at
  * --rate 1 a few stacks come back millions of times, and a ref is one word
- * where a stack is dozens. A slot holds the stack's hash (odd) once its
- * STACK record is committed, BUSY while the record is written, 0 if free.
- * An ALLOC naming a slot is reserved after that record, so the agent reads
- * the stack first. A stack finds no free slot among a few: it is sent whole.
- * Only at rates below 64 KiB: at sparser ones a new stack would cost a
- * STACK record and an ALLOC for little.
+ * where a stack is dozens. A slot holds the stack's hash (its top 48 bits),
+ * the slot's generation and bit 0 once its STACK record is committed, BUSY
+ * while one is written, 0 if free. An ALLOC naming a slot is reserved
+ * after that record, so the agent reads the stack first. A new stack that
+ * finds no free slot among a few evicts one (an interpreter's start-up
+ * alone has more distinct stacks than there are slots): the generation,
+ * part of the ref, tells the agent which stack of that slot an ALLOC
+ * means. Only at rates below 64 KiB: at sparser ones a new stack would
+ * cost a STACK record and an ALLOC for little.
  */
 #define STACK_BUSY 2ull
 #define STACK_PROBES 8
-#define STACK_REF_RATE (64u << 10) /* at sparser rates stacks rarely repeat soon, and the ring keeps up */
+#define STACK_KEY (~0xffffull)
+#define STACK_REF_RATE (64u << 10)
 static uint64_t stack_slot[HL_STACK_REFS];
 static int stacks_used;
 
@@ -220,7 +223,25 @@ static uint64_t stack_hash(uint32_t flags)
 		x = (x ^ tls.frames[i]) * 0x9e3779b97f4a7c15ull, x ^= x >> 29;
 	for (uint32_t i = 0; i < 2 * tls.npy; i++)
 		x = (x ^ tls.py[i]) * 0x9e3779b97f4a7c15ull, x ^= x >> 29;
-	return x | 1;
+	return x;
+}
+
+/* Sends the taken stack as a STACK record in slot i, which this thread holds (BUSY); old is what it held. */
+static int64_t send_stack(uint32_t i, uint64_t key, uint64_t old, uint32_t flags)
+{
+	uint64_t gen = old ? (old >> 1 & 0x7fff) + 1 : 0, pos, ref = i | (gen & 0x7fff) << 14;
+	uint64_t len = 24 + 8 * stack_words();
+	/* Its code objects first, all of them: a ref skips that step. */
+	if ((tls.npy && !py_emit_codes()) || !ring_reserve(len, &pos)) {
+		__atomic_store_n(&stack_slot[i], old, __ATOMIC_RELEASE);
+		return -1;
+	}
+	ring_put(pos + 8, ref);
+	ring_put(pos + 16, (uint64_t)(flags & HL_ALLOC_TRUNCATED) << 32 | (uint64_t)tls.npy << 48);
+	put_stack(pos + 24);
+	ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_STACK, 0, tls.nframes));
+	__atomic_store_n(&stack_slot[i], key | (gen & 0x7fff) << 1 | 1, __ATOMIC_RELEASE);
+	return (int64_t)ref;
 }
 
 /* The ref of the taken stack, sending it first if it is new; -1: send it whole. */
@@ -228,28 +249,22 @@ static int64_t stack_ref(uint32_t flags)
 {
 	if (g.rate >= STACK_REF_RATE)
 		return -1;
-	uint64_t x = stack_hash(flags), pos;
-	uint32_t i = (uint32_t)(x >> 40) & (HL_STACK_REFS - 1);
+	uint64_t x = stack_hash(flags), key = x & STACK_KEY;
+	uint32_t home = (uint32_t)(x >> 16) & (HL_STACK_REFS - 1), i = home;
+	SET_RELAXED(stacks_used, 1);
 	for (int probe = 0; probe < STACK_PROBES; probe++, i = (i + 1) & (HL_STACK_REFS - 1)) {
 		uint64_t v = __atomic_load_n(&stack_slot[i], __ATOMIC_ACQUIRE);
-		if (v == x)
-			return i;
-		if (v != 0 || !__atomic_compare_exchange_n(&stack_slot[i], &v, STACK_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-			continue; /* taken, or taken just now */
-		SET_RELAXED(stacks_used, 1);
-		uint64_t len = 24 + 8 * stack_words();
-		if (!ring_reserve(len, &pos)) {
-			__atomic_store_n(&stack_slot[i], 0, __ATOMIC_RELEASE);
-			return -1;
-		}
-		ring_put(pos + 8, i);
-		ring_put(pos + 16, (uint64_t)(flags & HL_ALLOC_TRUNCATED) << 32 | (uint64_t)tls.npy << 48);
-		put_stack(pos + 24);
-		ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_STACK, 0, tls.nframes));
-		__atomic_store_n(&stack_slot[i], x, __ATOMIC_RELEASE);
-		return i;
+		if ((v & 1) && (v & STACK_KEY) == key)
+			return i | (int64_t)(v >> 1 & 0x7fff) << 14;
+		if (v == 0 && __atomic_compare_exchange_n(&stack_slot[i], &v, STACK_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			return send_stack(i, key, 0, flags);
 	}
-	return -1;
+	/* No free slot: evict one of the probed, chosen by other bits of the hash. */
+	i = (home + (uint32_t)(x >> 30) % STACK_PROBES) & (HL_STACK_REFS - 1);
+	uint64_t v = __atomic_load_n(&stack_slot[i], __ATOMIC_ACQUIRE);
+	if (!(v & 1) || !__atomic_compare_exchange_n(&stack_slot[i], &v, STACK_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return -1; /* another thread is writing it */
+	return send_stack(i, key, v, flags);
 }
 
 /* A fork child's agent knows none of the parent's refs. */
@@ -288,6 +303,8 @@ COLD void record_alloc(void *p, size_t n, int func)
 	uint64_t body = token ? 48 : 40, npy = tls.npy, nf = tls.nframes;
 	if (ref >= 0)
 		flags |= HL_ALLOC_STACKREF, npy = 0, nf = 0;
+	else if (tls.npy)
+		py_emit_codes();
 	uint64_t len = body + (ref >= 0 ? 8 : 8 * stack_words()), pos;
 	if (!ring_reserve(len, &pos)) {
 		count_drop(&h->dropped_alloc);
@@ -324,6 +341,8 @@ COLD void record_origin(uint64_t token, int walked)
 	int saved = errno;
 	struct countdown cd = pause_sampling();
 	uint32_t flags = take_stack(h, walked);
+	if (tls.npy)
+		py_emit_codes();
 	uint64_t len = 32 + 8 * stack_words(), pos;
 	if (ring_reserve(len, &pos)) {
 		ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));

@@ -76,8 +76,8 @@ type stream struct {
 	raw      map[string]uint64
 	rawBytes int
 	rawBuf   []byte
-	refs     []uint64 // STACK record ref -> stack ID
-	badRefs  uint64   // ALLOCs naming a ref no STACK record defined
+	refs     []refSlot // by the slot of a STACK record's ref
+	badRefs  uint64    // ALLOCs naming a ref no STACK record defined
 
 	exitMark  *uint64   // the status the process passed to exit(), if it did
 	announced bool      // its Process record is written
@@ -467,7 +467,7 @@ func (c *Collector) alloc(s *stream, rec *ring.Record) error {
 	var sid uint64
 	if rec.HasRef {
 		if s.refs != nil {
-			sid = s.refs[rec.Ref]
+			sid = s.refs[rec.Ref%ring.StackRefs].stack(rec.Ref / ring.StackRefs)
 		}
 		if sid == 0 {
 			s.badRefs++ // its STACK record is always before it: a damaged ring
@@ -511,6 +511,23 @@ func (c *Collector) unmap(s *stream, rec *ring.Record) error {
 	return nil
 }
 
+// refSlot is what one slot of the library's stack table named: the stack
+// of its latest generation, and of the one before, which an ALLOC reserved
+// while another thread replaced the slot may still name.
+type refSlot struct {
+	gen [2]uint32
+	sid [2]uint64 // 0: none
+}
+
+func (r *refSlot) stack(gen uint32) uint64 {
+	for i := range r.gen {
+		if r.gen[i] == gen && r.sid[i] != 0 {
+			return r.sid[i]
+		}
+	}
+	return 0
+}
+
 // stackRecord notes the stack that later ALLOCs name by rec.Ref.
 func (c *Collector) stackRecord(s *stream, rec *ring.Record) error {
 	sid, err := c.stack(s, rec)
@@ -518,9 +535,11 @@ func (c *Collector) stackRecord(s *stream, rec *ring.Record) error {
 		return err
 	}
 	if s.refs == nil {
-		s.refs = make([]uint64, ring.StackRefs)
+		s.refs = make([]refSlot, ring.StackRefs)
 	}
-	s.refs[rec.Ref] = sid
+	r := &s.refs[rec.Ref%ring.StackRefs]
+	r.gen[1], r.sid[1] = r.gen[0], r.sid[0]
+	r.gen[0], r.sid[0] = rec.Ref/ring.StackRefs, sid
 	return nil
 }
 

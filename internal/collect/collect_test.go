@@ -188,16 +188,34 @@ func TestStackRefs(t *testing.T) {
 	first.Ref, first.HasRef = 5, true
 	recs = append([]*ring.Record{first}, recs...)
 
+	// The slot's next generation holds another stack; an ALLOC reserved
+	// before it names the generation before, one after the new one, one of
+	// two generations ago nothing.
+	other := []uint64{pc(2, 0x40)}
+	recs = append(recs, &ring.Record{Type: ring.RecStack, Ref: 5 | 1<<14, Frames: other})
+	late, next := alloc(6), alloc(7)
+	late.Ref, late.HasRef = 5, true
+	next.Ref, next.HasRef = 5|1<<14, true
+	recs = append(recs, late, next, &ring.Record{Type: ring.RecStack, Ref: 5 | 2<<14, Frames: frames})
+	stale := alloc(8)
+	stale.Ref, stale.HasRef = 5, true
+	recs = append(recs, stale)
+
 	got := collectRecords(t, recs)
-	if n := len(got.capt.Allocs); n != 4 || got.badRefs != 2 {
-		t.Fatalf("%d allocations, %d naming an unknown stack; want 4 and 2", n, got.badRefs)
+	if n := len(got.capt.Allocs); n != 6 || got.badRefs != 3 {
+		t.Fatalf("%d allocations, %d naming an unknown stack; want 6 and 3", n, got.badRefs)
 	}
-	if len(got.capt.Stacks) != 1 || len(got.capt.Locations) != 2 {
-		t.Errorf("%d stacks and %d locations, want 1 stack of 2 locations", len(got.capt.Stacks), len(got.capt.Locations))
+	if len(got.capt.Stacks) != 2 || len(got.capt.Locations) != 3 {
+		t.Errorf("%d stacks and %d locations, want 2 stacks of 3 locations", len(got.capt.Stacks), len(got.capt.Locations))
 	}
+	want := got.capt.Allocs[0].StackID
 	for _, a := range got.capt.Allocs {
-		if a.StackID != got.capt.Allocs[0].StackID || a.StackID == 0 {
-			t.Errorf("allocation at %#x has stack %d, want %d for all", a.Addr, a.StackID, got.capt.Allocs[0].StackID)
+		if a.Addr == next.Addr { // the slot's second stack: one frame
+			if st := got.capt.Stacks[a.StackID]; a.StackID == want || st == nil || len(st.Locations) != 1 {
+				t.Errorf("allocation naming the second generation has stack %d (%v), want the one-frame stack", a.StackID, st)
+			}
+		} else if a.StackID != want || want == 0 {
+			t.Errorf("allocation at %#x has stack %d, want %d", a.Addr, a.StackID, want)
 		}
 	}
 }

@@ -39,7 +39,10 @@ const (
 	AllocMethodShift = 8 // flags bits 8..10: the origin method (Origin*)
 	AllocStackRef    = 8 // the last word is the ref of a STACK record; no frames follow
 
-	StackRefs = 16384 // STACK refs are below this
+	// A STACK ref is a slot below StackRefs and the slot's generation,
+	// slot | generation<<14, below MaxStackRef.
+	StackRefs   = 16384
+	MaxStackRef = StackRefs << 15
 
 	MaxFrames = 4096 // native frames the library records at most; deeper stacks are cut (Record.Truncated)
 

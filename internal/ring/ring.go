@@ -327,7 +327,7 @@ func (r *Ring) decode(rec *Record, hdr uint64, w []uint64) error {
 		head := 4 // words before the frames
 		switch rec.Type {
 		case RecStack:
-			if w[0] >= StackRefs {
+			if w[0] >= MaxStackRef {
 				return fmt.Errorf("STACK with ref %d", w[0])
 			}
 			rec.Ref = uint32(w[0])
@@ -353,7 +353,7 @@ func (r *Ring) decode(rec *Record, hdr uint64, w []uint64) error {
 				head = 5
 			}
 			if flags&AllocStackRef != 0 {
-				if len(w) != head+1 || count != 0 || npy != 0 || w[head] >= StackRefs {
+				if len(w) != head+1 || count != 0 || npy != 0 || w[head] >= MaxStackRef {
 					return fmt.Errorf("ALLOC naming a stack in %d words, %d frames, ref %d", len(w), count, w[len(w)-1])
 				}
 				rec.Ref, rec.HasRef = uint32(w[head]), true

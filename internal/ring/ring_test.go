@@ -68,6 +68,7 @@ func drainAll(t *testing.T, r *Ring) []Record {
 	if _, err := r.Drain(func(rec *Record) {
 		c := *rec
 		c.Frames = append([]uint64(nil), rec.Frames...)
+		c.Py = append([]PyFrame(nil), rec.Py...)
 		c.Segments = append([]Segment(nil), rec.Segments...)
 		out = append(out, c)
 	}); err != nil {
@@ -244,10 +245,10 @@ func TestDrainSkipsMalformedRecords(t *testing.T) {
 		{"module with fewer words than segments", RecModule, 3, []uint64{1, 2, 0}},
 		{"free with 2 words", RecFree, 0, []uint64{1, 2}},
 		{"mark with 4 words", RecMark, 0, []uint64{1, 2, 3, 4}},
-		{"stack with ref 2^14", RecStack, 1, []uint64{StackRefs, 0, 0x401000}},
+		{"stack with ref 2^29", RecStack, 1, []uint64{MaxStackRef, 0, 0x401000}},
 		{"stack with one word", RecStack, 0, []uint64{1}},
 		{"stack claims 2 frames, has 1", RecStack, 2, []uint64{5, 0, 0x401000}},
-		{"alloc naming ref 2^14", RecAlloc, 0, []uint64{1, 2, 3, 4 | AllocStackRef<<32, StackRefs}},
+		{"alloc naming ref 2^29", RecAlloc, 0, []uint64{1, 2, 3, 4 | AllocStackRef<<32, MaxStackRef}},
 		{"alloc naming a ref, with frames", RecAlloc, 1, []uint64{1, 2, 3, 4 | AllocStackRef<<32, 5, 0x401000}},
 		{"alloc naming a ref it lacks", RecAlloc, 0, []uint64{1, 2, 3, 4 | AllocStackRef<<32}},
 	}
@@ -335,15 +336,7 @@ func TestDrainStackRefs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var got []Record
-	if _, err := r.Drain(func(rec *Record) {
-		c := *rec
-		c.Frames = append([]uint64(nil), rec.Frames...)
-		c.Py = append([]PyFrame(nil), rec.Py...)
-		got = append(got, c)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	got := drainAll(t, r)
 	if len(got) != 4 || r.Malformed != 0 {
 		t.Fatalf("got %d records, %d malformed", len(got), r.Malformed)
 	}
@@ -377,15 +370,7 @@ func TestDrainOriginRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var got []Record
-	if _, err := r.Drain(func(rec *Record) {
-		c := *rec
-		c.Frames = append([]uint64(nil), rec.Frames...)
-		c.Py = append([]PyFrame(nil), rec.Py...)
-		got = append(got, c)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	got := drainAll(t, r)
 	if len(got) != 3 {
 		t.Fatalf("got %d records", len(got))
 	}
