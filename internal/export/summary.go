@@ -50,11 +50,7 @@ func Summary(w io.Writer, c *capture.Capture, allocs, leaks *heap.Profile, opt S
 		top = 5
 	}
 	var b strings.Builder
-	cmd := strings.Join(c.Meta.Command, " ")
-	if len(cmd) > 60 {
-		cmd = cmd[:57] + "..."
-	}
-	fmt.Fprintf(&b, "heaplens: %s %s\n", cmd, opt.Status)
+	fmt.Fprintf(&b, "heaplens: %s %s\n", shortCommand(c.Meta.Command), opt.Status)
 	if c.Meta.AttachedPID != 0 {
 		fmt.Fprintf(&b, "  attached:  %s\n", AttachWindow(c))
 	}
@@ -111,12 +107,39 @@ func Summary(w io.Writer, c *capture.Capture, allocs, leaks *heap.Profile, opt S
 		b.WriteString(" (lost frees make leaks look bigger than they are; try a larger --ring-size)")
 	}
 	b.WriteString("\n")
-	fmt.Fprintf(&b, "  capture: %s\n", opt.Capture)
-	fmt.Fprintf(&b, "  look further: heaplens report %s --view peak   (or leaks, live --at 1s, allocs, temporary, timeline)\n", opt.Capture)
-	fmt.Fprintf(&b, "                heaplens report %s --format html -o report.html   (or pprof, speedscope, json, folded)\n", opt.Capture)
-	fmt.Fprintf(&b, "                heaplens serve %s\n", opt.Capture)
+	lookFurther(&b, opt.Capture)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// lookFurther says where the capture is and how to open it.
+func lookFurther(b *strings.Builder, capture string) {
+	fmt.Fprintf(b, "  capture: %s\n", capture)
+	fmt.Fprintf(b, "  look further: heaplens report %s --view peak   (or leaks, live --at 1s, allocs, temporary, timeline)\n", capture)
+	fmt.Fprintf(b, "                heaplens report %s --format html -o report.html   (or pprof, speedscope, json, folded)\n", capture)
+	fmt.Fprintf(b, "                heaplens serve %s\n", capture)
+}
+
+// SummaryTooLarge is the summary of a run whose capture is too large to
+// summarise with the memory left: how the command ended, why there are no
+// figures, and how to look further.
+func SummaryTooLarge(w io.Writer, command []string, status, capture string, records, need, free uint64) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "heaplens: %s %s\n", shortCommand(command), status)
+	fmt.Fprintf(&b, "  %s sampled allocations and frees: summarising them would take about %s of memory, more than half of the %s free now; no figures here\n",
+		count(float64(records)), size.Human(float64(need)), size.Human(float64(free)))
+	lookFurther(&b, capture)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// shortCommand is a command line cut to 60 characters.
+func shortCommand(command []string) string {
+	cmd := strings.Join(command, " ")
+	if len(cmd) > 60 {
+		cmd = cmd[:57] + "..."
+	}
+	return cmd
 }
 
 func count(n float64) string { return fmt.Sprintf("%.0f", n) }

@@ -152,3 +152,23 @@ func TestRowsNameTheirFunction(t *testing.T) {
 		t.Errorf("JSON func column: %s", js.String())
 	}
 }
+
+// A capture too large to summarise with the memory free still gets the
+// command's end, the reason, and where the capture is.
+func TestSummaryTooLarge(t *testing.T) {
+	var b strings.Builder
+	cmd := []string{"python3", "-c", strings.Repeat("x", 80)}
+	if err := SummaryTooLarge(&b, cmd, "exited with status 3", "/tmp/big.hlc", 40_000_000, 4_000_000_000, 3_000_000_000); err != nil {
+		t.Fatal(err)
+	}
+	got := b.String()
+	for _, want := range []string{
+		"heaplens: python3 -c xxx", "... exited with status 3\n",
+		"40000000 sampled allocations and frees: summarising them would take about 3.7 GiB of memory, more than half of the 2.8 GiB free now",
+		"  capture: /tmp/big.hlc\n", "heaplens report /tmp/big.hlc --view peak", "heaplens serve /tmp/big.hlc\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary lacks %q:\n%s", want, got)
+		}
+	}
+}
