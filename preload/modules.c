@@ -44,13 +44,24 @@ static int known_module(uint64_t bias, const char *name)
 	return 0;
 }
 
-/* The GNU build ID in m's notes, which the loader mapped (a PT_NOTE lies in a PT_LOAD). */
+/* 1 if [vaddr, vaddr + n) lies in the file-backed part of one of the module's PT_LOAD segments: mapped. */
+static int loaded(const struct dl_phdr_info *info, uint64_t vaddr, uint64_t n)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD && vaddr >= ph->p_vaddr && n <= ph->p_filesz && vaddr - ph->p_vaddr <= ph->p_filesz - n)
+			return 1;
+	}
+	return 0;
+}
+
+/* The GNU build ID in m's notes, read where the loader mapped them. */
 static void find_build_id(struct module *m, const struct dl_phdr_info *info)
 {
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		uint64_t align = ph->p_align == 8 ? 8 : 4;
-		if (ph->p_type != PT_NOTE)
+		if (ph->p_type != PT_NOTE || !loaded(info, ph->p_vaddr, ph->p_memsz))
 			continue;
 		const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
 		while (end - p >= 12) {
