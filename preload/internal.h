@@ -135,6 +135,9 @@ struct tls {
 	 * nothing there (unwind.c). 0 until libgcc has walked this thread.
 	 */
 	uintptr_t stack_top, walk_top;
+	/* The rules this thread's walks looked up last, by address (unwind.c): a hit skips the table search. */
+	uintptr_t rule_pc[256];
+	uint32_t rule_of[256];
 	uintptr_t frames[HL_MAX_FRAMES];
 	uint64_t py[2 * HL_MAX_PYFRAMES]; /* code pointer, position word: see heaplens_ring.h */
 };

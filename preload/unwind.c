@@ -191,7 +191,13 @@ __attribute__((noinline)) int table_walk(uintptr_t top)
 	uint32_t n = 0, rule;
 	struct walk_module w = {0};
 	for (uintptr_t look = pc;; look = pc - 1) {
-		if (!rule_at(look, &w, &rule))
+		/* A thread's stacks share most frames: a small cache of rules by address first. */
+		size_t c = (size_t)((look * 0x9e3779b97f4a7c15ull) >> 56);
+		if (tls.rule_pc[c] == look)
+			rule = tls.rule_of[c];
+		else if (rule_at(look, &w, &rule))
+			tls.rule_pc[c] = look, tls.rule_of[c] = rule;
+		else
 			return 0;
 		uint32_t kind = rule >> 24 & 3, k = rule >> 16 & 0xff;
 		if (kind == KIND_END)
