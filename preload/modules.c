@@ -189,12 +189,8 @@ int module_range(uintptr_t pc, uintptr_t *lo, uintptr_t *hi)
 	if (!covered(pc, &i))
 		return 0;
 	const struct module *m = &g.mod[i];
-	for (uint32_t j = 0; j < m->nseg; j++)
-		if (m->seg[j][3] & 1 /* PF_X */) {
-			*lo = m->bias + m->seg[j][0], *hi = *lo + m->seg[j][1];
-			return 1;
-		}
-	return 0;
+	*lo = m->text_lo, *hi = m->text_lo + m->text_len;
+	return m->text_len != 0;
 }
 
 int hl_active(void) { return RELAXED(g.active); }

@@ -119,13 +119,15 @@ static void libgcc_walk(void)
 	tls.stack_top = tls.walk_top;
 }
 
-#ifndef HEAPLENS_ATTACH /* attached: no tables (the session's directory must be left empty) */
-/* Check mode compares whole stacks by length and this hash (no room for a copy of 4096 frames). */
-static uint64_t frames_hash(void)
+#ifndef HEAPLENS_ATTACH /* attached: no unwind tables, no stacks by ref (see stack_ref) */
+/* A hash of the taken stack: native frames, Python frames, the cut flag of flags. */
+static uint64_t stack_hash(uint32_t flags)
 {
-	uint64_t x = 0;
+	uint64_t x = (uint64_t)tls.nframes << 32 ^ tls.npy ^ (uint64_t)(flags & HL_ALLOC_TRUNCATED) << 63;
 	for (uint32_t i = 0; i < tls.nframes; i++)
-		x = (x ^ tls.frames[i]) * 0x100000001b3ull;
+		x = (x ^ tls.frames[i]) * 0x9e3779b97f4a7c15ull, x ^= x >> 29;
+	for (uint32_t i = 0; i < 2 * tls.npy; i++)
+		x = (x ^ tls.py[i]) * 0x9e3779b97f4a7c15ull, x ^= x >> 29;
 	return x;
 }
 #endif
@@ -144,10 +146,11 @@ static int walk_native(struct hl_ring_header *h)
 		__atomic_fetch_add(&h->unwind_tables, 1, __ATOMIC_RELAXED);
 		if (!g.unwind_check)
 			return 1;
+		/* Compared by length and hash (no room for a copy of 4096 frames); tls.py is not walked yet, the same in both. */
 		uint32_t n = tls.nframes;
-		uint64_t sum = frames_hash();
+		uint64_t sum = stack_hash(0);
 		libgcc_walk();
-		if (tls.nframes != n || frames_hash() != sum)
+		if (tls.nframes != n || stack_hash(0) != sum)
 			__atomic_fetch_add(&h->unwind_differed, 1, __ATOMIC_RELAXED);
 		return 0;
 	}
@@ -176,11 +179,12 @@ static uint32_t take_stack(struct hl_ring_header *h, int walked)
 	if (RELAXED(g.unsent))
 		resend_modules();
 	uint32_t hint = 0;
-	for (uint32_t i = 0; i < nf && (!known || nf >= HL_MAX_FRAMES); i++) /* the frame at the limit was not looked up */
-		if (!covered(tls.frames[i], &hint) && new_module(tls.frames[i])) {
-			scan_modules();
-			break;
-		}
+	if (!known || nf >= HL_MAX_FRAMES) /* the tables' walk looked up every frame but one at the limit */
+		for (uint32_t i = 0; i < nf; i++)
+			if (!covered(tls.frames[i], &hint) && new_module(tls.frames[i])) {
+				scan_modules();
+				break;
+			}
 	return flags;
 }
 
@@ -215,16 +219,6 @@ static uint64_t stack_words(void) { return (uint64_t)tls.nframes + 2 * (uint64_t
 #define STACK_REF_RATE (64u << 10)
 static uint64_t stack_slot[HL_STACK_REFS];
 static int stacks_used;
-
-static uint64_t stack_hash(uint32_t flags)
-{
-	uint64_t x = (uint64_t)tls.nframes << 32 ^ tls.npy ^ (uint64_t)(flags & HL_ALLOC_TRUNCATED) << 63;
-	for (uint32_t i = 0; i < tls.nframes; i++)
-		x = (x ^ tls.frames[i]) * 0x9e3779b97f4a7c15ull, x ^= x >> 29;
-	for (uint32_t i = 0; i < 2 * tls.npy; i++)
-		x = (x ^ tls.py[i]) * 0x9e3779b97f4a7c15ull, x ^= x >> 29;
-	return x;
-}
 
 /* Sends the taken stack as a STACK record in slot i, which this thread holds (BUSY); old is what it held. */
 static int64_t send_stack(uint32_t i, uint64_t key, uint64_t old, uint32_t flags)
