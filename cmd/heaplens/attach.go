@@ -60,7 +60,7 @@ func attachCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	status := fmt.Sprintf("(pid %d): attached for %.1f s, %s", pid, res.Window.Seconds(), res.Ended)
 	if !*quiet {
-		if err := printSummary(stderr, res.Capture, status, nil, res.Records); err != nil {
+		if err := printSummary(stderr, res.Capture, status, nil); err != nil {
 			fmt.Fprintf(stderr, "heaplens: summary: %v\n", err)
 		}
 	}

@@ -153,7 +153,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "heaplens: warning: %s\n", w)
 	}
 	if res.Capture != "" && !*quiet {
-		if err := printSummary(stderr, res.Capture, res.Status, o.Command, res.Records); err != nil {
+		if err := printSummary(stderr, res.Capture, res.Status, o.Command); err != nil {
 			fmt.Fprintf(stderr, "heaplens: summary: %v\n", err)
 		}
 	}

@@ -12,44 +12,41 @@ import (
 	"github.com/heaplens/heaplens/internal/sysmem"
 )
 
-// summaryBytesPerRecord is what the summary takes for each sampled
-// allocation or free it loads and replays: 61 bytes of RSS measured on
-// 8 M records (--rate 1), with room to spare.
+// summaryBytesPerRecord is what a summary from memory takes for each
+// sampled allocation or free it loads and replays: 61 bytes of RSS
+// measured on 8 M records (--rate 1), with room to spare.
 const summaryBytesPerRecord = 100
 
-// summaryFits reports whether summarising records takes at most half of
-// the memory free, so that the summary never runs the machine (or the
-// container) out of memory after the command is done.
+// summaryFits reports whether summarising records from memory takes at
+// most half of the memory free, so that the summary never runs the
+// machine (or the container) out of memory after the command is done.
 func summaryFits(records, free uint64) bool {
 	return records <= free/2/summaryBytesPerRecord
 }
 
 // printSummary prints the summary of a run or an attach session from its
 // capture; status says how it ended; command is what was run, for a
-// capture that lost its first record; records is how many allocations and
-// frees the capture holds.
-func printSummary(w io.Writer, capturePath, status string, command []string, records uint64) (err error) {
+// capture that lost its first record.
+func printSummary(w io.Writer, capturePath, status string, command []string) (err error) {
 	defer func() {
 		// A bug in the summary must not cost the command's exit status.
 		if r := recover(); r != nil {
 			err = fmt.Errorf("internal error, please report it: %v", r)
 		}
 	}()
-	if free, ok := sysmem.Available(); ok && !summaryFits(records, free) {
-		return export.SummaryTooLarge(w, command, status, capturePath, records, records*summaryBytesPerRecord, free)
+	c, sum, err := summarize(capturePath)
+	var big *tooLarge
+	if errors.As(err, &big) {
+		return export.SummaryTooLarge(w, command, status, capturePath, big.records, big.records*summaryBytesPerRecord, big.free)
 	}
-	c, err := capture.Load(capturePath)
 	var corrupt *capture.CorruptError
-	if err != nil && !errors.As(err, &corrupt) {
+	if err != nil && (sum == nil || !errors.As(err, &corrupt)) {
 		return err
 	}
-	stack.Stitch(c)
 	if len(c.Meta.Command) == 0 {
 		c.Meta.Command = command
 	}
-	rp := heap.NewReplay(c, heap.Options{}) // one replay for every figure
-	if err := export.Summary(w, c, heap.Allocs(c, heap.Options{}), rp.Leaks(heap.Options{}),
-		export.SummaryOptions{Status: status, Capture: capturePath, Peak: rp.Peak(heap.Options{}), Timeline: rp.Timeline(), Gap: rp.RSSGap()}); err != nil {
+	if err := export.Summary(w, c, sum, export.SummaryOptions{Status: status, Capture: capturePath}); err != nil {
 		return err
 	}
 	for _, p := range c.Processes {
@@ -58,4 +55,62 @@ func printSummary(w io.Writer, capturePath, status string, command []string, rec
 		}
 	}
 	return err // a damaged capture is still summarised, then reported
+}
+
+// tooLarge says a capture is too far from time order to be summarised as
+// it is read, and too large to be summarised from memory.
+type tooLarge struct{ records, free uint64 }
+
+func (e *tooLarge) Error() string {
+	return fmt.Sprintf("%d records: too many to summarise with %d bytes free", e.records, e.free)
+}
+
+// summarize summarises a capture. It streams the capture's events
+// (heap.Summarize), taking memory in proportion to the live heap's
+// samples and the stacks, not to the run's length, unless they are so far
+// from time order that most would be held back anyway (several processes
+// at work at once, whose rings the agent drains in turn), when it replays
+// them from memory if that fits. A damaged capture is summarised up to
+// the damage, and the *capture.CorruptError returned with the summary.
+func summarize(path string) (*capture.Capture, *heap.Summary, error) {
+	pre := heap.NewPrescan()
+	c, loadErr := capture.LoadEvents(path, pre.Observe)
+	var corrupt *capture.CorruptError
+	if loadErr != nil && !errors.As(loadErr, &corrupt) {
+		return nil, nil, loadErr
+	}
+	records := uint64(pre.Events())
+	free, known := sysmem.Available()
+	fits := !known || summaryFits(records, free)
+	if fits && pre.Held() > pre.Events()/4 {
+		return fromMemory(path)
+	}
+	st := stack.ForCapture(c)
+	sum, err := heap.Summarize(c, pre, func(fn func(*capture.Record) bool) error {
+		return capture.ScanEvents(path, pre.Events(), func(rec *capture.Record) bool {
+			if rec.Type == capture.RecAlloc {
+				st.Alloc(&rec.Alloc)
+			}
+			return fn(rec)
+		})
+	})
+	switch {
+	case errors.Is(err, heap.ErrReorder) && fits:
+		return fromMemory(path)
+	case errors.Is(err, heap.ErrReorder):
+		return c, nil, &tooLarge{records, free}
+	case err != nil:
+		return c, nil, err
+	}
+	return c, sum, loadErr
+}
+
+// fromMemory summarises a capture loaded whole.
+func fromMemory(path string) (*capture.Capture, *heap.Summary, error) {
+	c, err := capture.Load(path)
+	if c == nil {
+		return nil, nil, err
+	}
+	stack.Stitch(c)
+	return c, heap.NewReplay(c, heap.Options{}).Summary(), err
 }

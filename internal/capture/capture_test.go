@@ -478,7 +478,7 @@ func TestTruncateEverywhere(t *testing.T) {
 func readBothWays(t *testing.T, data []byte) (*Capture, error) {
 	t.Helper()
 	c, err := ReadAll(bytes.NewReader(data))
-	ca, erra := readAll(bytes.NewReader(data), 0, true)
+	ca, erra := readAll(bytes.NewReader(data), 0, true, nil)
 	if ca != nil {
 		ca.Resolve()
 	}
@@ -743,5 +743,63 @@ func TestRecordSizes(t *testing.T) {
 	}
 	if s := unsafe.Sizeof(Free{}); s != 24 {
 		t.Errorf("Free takes %d bytes, want 24", s)
+	}
+}
+
+// LoadEvents hands the events on in file order and keeps the rest, as
+// Load; ScanEvents reads the same events again, up to a count.
+func TestLoadAndScanEvents(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.heaplens")
+	if err := os.WriteFile(path, sampleCapture(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []Record
+	c, err := LoadEvents(path, func(r *Record) { events = append(events, *r) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Allocs)+len(c.Frees)+len(c.FreeOrder) != 0 || len(events) != len(whole.Allocs)+len(whole.Frees) {
+		t.Fatalf("LoadEvents kept %d allocs and %d frees, handed on %d events", len(c.Allocs), len(c.Frees), len(events))
+	}
+	var a, f int
+	for i, r := range events { // file order: each Free after FreeOrder of the Allocs
+		switch {
+		case r.Type == RecAlloc && r.Alloc == whole.Allocs[a] && (f == len(whole.Frees) || int(whole.FreeOrder[f]) > a):
+			a++
+		case r.Type == RecFree && r.Free == whole.Frees[f] && int(whole.FreeOrder[f]) == a:
+			f++
+		default:
+			t.Fatalf("event %d: %+v, out of file order", i, r)
+		}
+	}
+	if len(c.Stacks) != len(whole.Stacks) || len(c.Locations) != len(whole.Locations) || len(c.Ends) != len(whole.Ends) || c.Meta.Rate != whole.Meta.Rate {
+		t.Errorf("LoadEvents kept %d stacks, %d locations, %d ends; Load %d, %d, %d", len(c.Stacks), len(c.Locations), len(c.Ends), len(whole.Stacks), len(whole.Locations), len(whole.Ends))
+	}
+	want := []string{
+		"1 allocs or frees name an unknown stream (e.g. stream 4294967295)",
+		"1 end records name an unknown stream (e.g. stream 4)",
+	}
+	if !reflect.DeepEqual(c.Problems, want) {
+		t.Errorf("Problems = %q, want %q", c.Problems, want)
+	}
+	for _, n := range []int{len(events), 10} {
+		var again []Record
+		if err := ScanEvents(path, n, func(r *Record) bool { again = append(again, *r); return true }); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(again, events[:n]) {
+			t.Errorf("ScanEvents of %d: %d events, not LoadEvents' first", n, len(again))
+		}
+	}
+	stopped := 0
+	if err := ScanEvents(path, len(events), func(*Record) bool { stopped++; return stopped < 3 }); err != nil || stopped != 3 {
+		t.Errorf("ScanEvents went on after fn said stop: %d events, %v", stopped, err)
+	}
+	if err := ScanEvents(path, len(events)+1, func(*Record) bool { return true }); err == nil || !strings.Contains(err.Error(), "changed while it was read") {
+		t.Errorf("ScanEvents of more events than the file holds: %v", err)
 	}
 }

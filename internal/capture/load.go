@@ -47,6 +47,14 @@ type Capture struct {
 	byStream map[uint32]*Process
 	indexed  int // len(Processes) when byStream was built
 
+	// eventStacks and eventStreams are the stacks and streams the Allocs
+	// and Frees that LoadEvents handed on named (nil otherwise), for Check
+	// and Resolve.
+	eventStacks  map[uint64]bool
+	eventStreams map[uint32]bool
+	eventKnown   *[256]uint64 // stacks known to exist, by ID modulo 256
+	eventStream  uint32       // the last stream noted
+
 	// Skipped counts records of unknown type (written by a newer heaplens).
 	Skipped int
 	// Shortened counts names cut to MaxName bytes.
@@ -82,25 +90,18 @@ func Load(path string) (*Capture, error) {
 	if st, err := f.Stat(); err == nil {
 		hint = st.Size()
 	}
-	c, err := readAll(bufio.NewReaderSize(f, 1<<20), hint, true)
+	c, err := readAll(bufio.NewReaderSize(f, 1<<20), hint, true, nil)
 	if c != nil {
 		c.Resolve()
 	}
-	if ce, ok := err.(*CorruptError); ok {
-		ce.Path = path
-		return c, ce
-	}
-	if err != nil {
-		return c, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
+	return c, pathError(path, err)
 }
 
 // ReadAll reads a capture stream to its end, like Load. The returned
 // Capture is non-nil whenever the header was valid or truncated, and holds
 // every Location and Stack its records refer to (see Resolve).
 func ReadAll(r io.Reader) (*Capture, error) {
-	c, err := readAll(r, 0, false)
+	c, err := readAll(r, 0, false, nil)
 	if c != nil {
 		c.Resolve()
 	}
@@ -125,8 +126,9 @@ const MaxEvents = math.MaxInt32
 
 // readAll reads a capture; size, when known, is the file's size in bytes.
 // ahead reads chunks on another goroutine (Reader.ReadAhead): for files,
-// whose reads end, not for streams whose next read may wait.
-func readAll(r io.Reader, size int64, ahead bool) (*Capture, error) {
+// whose reads end, not for streams whose next read may wait. event, if not
+// nil, gets the Alloc and Free records instead of the Capture (LoadEvents).
+func readAll(r io.Reader, size int64, ahead bool, event func(*Record)) (*Capture, error) {
 	rd, err := NewReader(r)
 	if err != nil {
 		var ce *CorruptError
@@ -140,6 +142,10 @@ func readAll(r io.Reader, size int64, ahead bool) (*Capture, error) {
 		defer rd.Close()
 	}
 	c := NewCapture()
+	if event != nil {
+		c.eventStacks, c.eventStreams, c.eventKnown = map[uint64]bool{}, map[uint32]bool{}, new([256]uint64)
+		size = 0
+	}
 	if n := min(size/bytesPerEvent, presizeMax); n > 0 {
 		c.Allocs = make([]Alloc, 0, n)
 		c.Frees = make([]Free, 0, n)
@@ -147,6 +153,7 @@ func readAll(r io.Reader, size int64, ahead bool) (*Capture, error) {
 	}
 	haveMeta := false
 	streams := make(map[uint32]bool)
+	events := 0
 	for {
 		rec, err := rd.Next()
 		if err == io.EOF {
@@ -156,9 +163,17 @@ func readAll(r io.Reader, size int64, ahead bool) (*Capture, error) {
 			c.Skipped, c.Shortened = rd.Skipped(), rd.Shortened()
 			return c, err
 		}
-		if (rec.Type == RecAlloc || rec.Type == RecFree) && len(c.Allocs)+len(c.Frees) >= MaxEvents {
-			c.Skipped, c.Shortened = rd.Skipped(), rd.Shortened()
-			return c, fmt.Errorf("capture holds more than %d allocations and frees, more than heaplens can replay; record it with a larger --rate", MaxEvents)
+		if rec.Type == RecAlloc || rec.Type == RecFree {
+			if events >= MaxEvents {
+				c.Skipped, c.Shortened = rd.Skipped(), rd.Shortened()
+				return c, fmt.Errorf("capture holds more than %d allocations and frees, more than heaplens can replay; record it with a larger --rate", MaxEvents)
+			}
+			events++
+			if event != nil {
+				c.eventNamed(rec)
+				event(rec)
+				continue
+			}
 		}
 		switch rec.Type {
 		case RecMeta:
@@ -270,6 +285,9 @@ func (c *Capture) Resolve() {
 	for i := range c.Allocs {
 		stack(c.Allocs[i].StackID)
 	}
+	for _, id := range slices.Sorted(maps.Keys(c.eventStacks)) {
+		stack(id)
+	}
 	for i := range c.Origins {
 		stack(c.Origins[i].StackID)
 	}
@@ -355,6 +373,17 @@ func (c *Capture) Check() []string {
 		}
 		if !streams[a.Stream] {
 			note("allocs name an unknown stream", fmt.Sprintf("alloc %d, stream %d", i, a.Stream))
+		}
+	}
+	// Events LoadEvents handed on count once per stack or stream they name.
+	for _, id := range slices.Sorted(maps.Keys(c.eventStacks)) {
+		if c.Stacks[id] == nil {
+			note("allocs name an unknown stack", fmt.Sprintf("stack %d", id))
+		}
+	}
+	for _, s := range slices.Sorted(maps.Keys(c.eventStreams)) {
+		if !streams[s] {
+			note("allocs or frees name an unknown stream", fmt.Sprintf("stream %d", s))
 		}
 	}
 	for i := range c.Origins {

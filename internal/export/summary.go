@@ -19,32 +19,26 @@ type SummaryOptions struct {
 	Status  string // how the command ended, in words
 	Capture string // where the capture is
 	Top     int    // leak suspects and sites at peak shown; 0 means 5
-
-	// Peak is the peak view and Timeline the timeline of the capture; when
-	// set, the summary states the peak (estimated and RSS) and its top
-	// sites.
-	Peak     *heap.Profile
-	Timeline *heap.Timeline
-	// Gap, when set, explains RSS beside the heap (heap.RSSGap).
-	Gap *heap.Gap
 }
 
 // peakAt says when a peak was, in seconds since the capture's start: "at
 // 1.250 s". A peak of nothing has no moment (its time is zero, before the
 // start): "(nothing sampled)".
-func peakAt(tl *heap.Timeline, p heap.Point) string {
+func peakAt(start int64, p heap.Point) string {
 	if p.Bytes <= 0 {
 		return "(nothing sampled)"
 	}
-	return fmt.Sprintf("at %.3f s", float64(p.T-tl.Start)/1e9)
+	return fmt.Sprintf("at %.3f s", float64(p.T-start)/1e9)
 }
 
-// Summary writes the few lines `heaplens run` prints when the command ends:
-// the peak (estimated heap and RSS) with its top sites, totals, the top leak
-// suspects, sites at their innermost frame in the program's own code,
-// drops, and how to look further. It writes no colour or terminal escapes,
+// Summary writes the few lines `heaplens run` prints when the command ends
+// (sum: heap.Summarize, or Replay.Summary): the peak (estimated heap and
+// RSS) with its top sites, totals, the top leak suspects, sites at their
+// innermost frame in the program's own code, drops, and how to look
+// further. It writes no colour or terminal escapes,
 // so it reads the same on a terminal and in a log.
-func Summary(w io.Writer, c *capture.Capture, allocs, leaks *heap.Profile, opt SummaryOptions) error {
+func Summary(w io.Writer, c *capture.Capture, sum *heap.Summary, opt SummaryOptions) error {
+	allocs, leaks := sum.Allocs, sum.Leaks
 	top := opt.Top
 	if top == 0 {
 		top = 5
@@ -63,21 +57,15 @@ func Summary(w io.Writer, c *capture.Capture, allocs, leaks *heap.Profile, opt S
 	if c.Meta.Rate > 1 {
 		fmt.Fprintf(&b, "  estimates:  %s\n", estimatesMean)
 	}
-	if tl := opt.Timeline; tl != nil {
-		pm := ""
-		if pk := opt.Peak; pk != nil {
-			pm = plusMinus(c.Meta.Rate, pk.TotalVar)
-		}
-		fmt.Fprintf(&b, "  peak        %10s%s estimated heap %s", size.Human(tl.Peak.Bytes), pm, peakAt(tl, tl.Peak))
-		if tl.PeakRSS.Bytes > 0 {
-			fmt.Fprintf(&b, "; RSS peak %s %s", size.Human(tl.PeakRSS.Bytes), peakAt(tl, tl.PeakRSS))
-		}
-		b.WriteString("\n")
-		for _, l := range GapLines(opt.Gap, tl.Start, "  ") {
-			b.WriteString(l + "\n")
-		}
+	fmt.Fprintf(&b, "  peak        %10s%s estimated heap %s", size.Human(sum.HeapPeak.Bytes), plusMinus(c.Meta.Rate, sum.Peak.TotalVar), peakAt(sum.Start, sum.HeapPeak))
+	if sum.RSSPeak.Bytes > 0 {
+		fmt.Fprintf(&b, "; RSS peak %s %s", size.Human(sum.RSSPeak.Bytes), peakAt(sum.Start, sum.RSSPeak))
 	}
-	if pk := opt.Peak; pk != nil && len(pk.Samples) > 0 {
+	b.WriteString("\n")
+	for _, l := range GapLines(sum.Gap, sum.Start, "  ") {
+		b.WriteString(l + "\n")
+	}
+	if pk := sum.Peak; len(pk.Samples) > 0 {
 		fmt.Fprintf(&b, "  top sites at peak:\n")
 		for i, s := range bySite(c, pk, top) {
 			fmt.Fprintf(&b, "    %d. %10s%s  %s\n", i+1, size.Human(s.bytes), plusMinus(c.Meta.Rate, s.v), s.label)
@@ -204,7 +192,8 @@ func bySite(c *capture.Capture, p *heap.Profile, top int) []site {
 // own code: not in a system library (libc, libstdc++, the loader…), not
 // the Python interpreter or an extension module it loaded from its own
 // directories, not the standard library, not an installed package (site-
-// or dist-packages) and not the import machinery. leaf is the stack's leaf
+// or dist-packages), not the import machinery, and not the frame that
+// joins a pool worker's stack to the thread that asked for the work. leaf is the stack's leaf
 // when that is another frame ("" otherwise), named by its module alone
 // when its function is unknown: a cache that json.loads fills is the
 // cache's code, via _json. When every frame is outside the user's code,
@@ -222,6 +211,9 @@ func UserFrame(c *capture.Capture, stackID uint64) (user, leaf string) {
 			continue
 		}
 		m := c.Mappings[loc.MappingID]
+		if loc.Kind == capture.KindPool { // pool work: the code that asked for it is further out
+			continue
+		}
 		if loc.Kind == capture.KindPython {
 			if len(loc.Lines) == 0 || notUsers(loc.Lines[0].File) {
 				continue

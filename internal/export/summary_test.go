@@ -16,10 +16,9 @@ func TestSummaryNothingSampled(t *testing.T) {
 	c.Processes = []*capture.Process{{Stream: 1, PID: 100, Exe: "/usr/bin/true"}}
 	c.RSS = []capture.RSS{{Stream: 1, TimeNano: 5e9, Bytes: 1 << 20}, {Stream: 1, TimeNano: 6e9, Bytes: 2 << 20}}
 	rp := heap.NewReplay(c, heap.Options{})
-	peak, tl := rp.Peak(heap.Options{}), rp.Timeline()
+	tl := rp.Timeline()
 	var sum strings.Builder
-	if err := Summary(&sum, c, heap.Allocs(c, heap.Options{}), rp.Leaks(heap.Options{}),
-		SummaryOptions{Status: "exited with status 0", Capture: "x.hlc", Peak: peak, Timeline: tl}); err != nil {
+	if err := Summary(&sum, c, rp.Summary(), SummaryOptions{Status: "exited with status 0", Capture: "x.hlc"}); err != nil {
 		t.Fatal(err)
 	}
 	var view strings.Builder

@@ -71,6 +71,20 @@ func (rp *Replay) RSSGap() *Gap { return rssGap(rp.c, Options{Streams: rp.covere
 // rssGap is RSSGap; rp, if not nil, is the replay of c's streams opt
 // covers.
 func rssGap(c *capture.Capture, opt Options, rp *Replay) *Gap {
+	best := bestReading(c, opt)
+	if best == nil {
+		return nil
+	}
+	if rp == nil {
+		rp = NewReplay(c, opt)
+	}
+	best.setLive(rp.Live(Options{}, best.T))
+	return best
+}
+
+// bestReading returns the Gap's moment, its RSS and glibc's figures then,
+// without the heap (setLive); nil without malloc statistics.
+func bestReading(c *capture.Capture, opt Options) *Gap {
 	var best *Gap
 	for _, g := range mallocReadings(c, opt) {
 		if best == nil || g.Free > best.Free {
@@ -91,14 +105,14 @@ func rssGap(c *capture.Capture, opt Options, rp *Replay) *Gap {
 			best.RSS += float64(b)
 		}
 	}
-	if rp == nil {
-		rp = NewReplay(c, opt)
-	}
-	live := rp.Live(Options{}, best.T)
-	best.Heap = live.HeapAt
-	best.ByKind = map[string]float64{}
-	for _, s := range live.Samples {
-		best.ByKind[capture.MemKind(s.Func)] += s.Bytes
-	}
 	return best
+}
+
+// setLive sets the heap from the live view at the Gap's moment.
+func (g *Gap) setLive(live *Profile) {
+	g.Heap = live.HeapAt
+	g.ByKind = map[string]float64{}
+	for _, s := range live.Samples {
+		g.ByKind[capture.MemKind(s.Func)] += s.Bytes
+	}
 }

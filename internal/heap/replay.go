@@ -16,8 +16,12 @@ const DefaultLifetime = 10 * time.Millisecond
 // Start returns the capture's time origin on CLOCK_MONOTONIC: the earliest
 // process start, allocation, free or RSS sample. Times shown to people
 // ("+1.2s", --at) are relative to it. It is 0 for an empty capture.
-func Start(c *capture.Capture) int64 {
-	start := int64(math.MaxInt64)
+func Start(c *capture.Capture) int64 { return startFrom(c, math.MaxInt64) }
+
+// startFrom is Start of a capture whose events, or some of them, are not in
+// memory: the earliest of those is at earliest.
+func startFrom(c *capture.Capture, earliest int64) int64 {
+	start := earliest
 	for _, p := range c.Processes {
 		if p.StartMonoNano > 0 {
 			start = min(start, p.StartMonoNano)

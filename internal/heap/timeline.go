@@ -175,26 +175,12 @@ func (tb *timelineBuilder) timeline(r *replayer) *Timeline {
 	}
 	tl.MallocInUse, tl.MallocFree = mallocSeries(c, opt)
 	rss := map[uint32][]Point{}
-	var round []Point // (time, sum) per sampling round, in time order
 	for i := range c.RSS {
-		x := &c.RSS[i]
-		if !opt.keep(x.Stream) {
-			continue
-		}
-		rss[x.Stream] = append(rss[x.Stream], Point{x.TimeNano, float64(x.Bytes)})
-		if n := len(round); n > 0 && round[n-1].T == x.TimeNano {
-			round[n-1].Bytes += float64(x.Bytes)
-		} else {
-			round = append(round, Point{x.TimeNano, float64(x.Bytes)})
+		if x := &c.RSS[i]; opt.keep(x.Stream) {
+			rss[x.Stream] = append(rss[x.Stream], Point{x.TimeNano, float64(x.Bytes)})
 		}
 	}
-	slices.SortStableFunc(round, func(a, b Point) int { return cmp.Compare(a.T, b.T) })
-	tl.TotalRSS = round
-	for _, p := range round {
-		if p.Bytes > tl.PeakRSS.Bytes {
-			tl.PeakRSS = p
-		}
-	}
+	tl.TotalRSS, tl.PeakRSS = rssRounds(c, opt)
 	streams := map[uint32]bool{}
 	heaps := map[uint32]*downsampler{}
 	peaks := map[uint32]Point{}
@@ -222,6 +208,29 @@ func (tb *timelineBuilder) timeline(r *replayer) *Timeline {
 	}
 	slices.SortFunc(tl.Streams, func(a, b Series) int { return cmp.Compare(a.Stream, b.Stream) })
 	return tl
+}
+
+// rssRounds returns the sum of the covered streams' RSS at each sampling
+// round, in time order, and the highest (the first, on a tie).
+func rssRounds(c *capture.Capture, opt Options) (round []Point, peak Point) {
+	for i := range c.RSS {
+		x := &c.RSS[i]
+		if !opt.keep(x.Stream) {
+			continue
+		}
+		if n := len(round); n > 0 && round[n-1].T == x.TimeNano {
+			round[n-1].Bytes += float64(x.Bytes)
+		} else {
+			round = append(round, Point{x.TimeNano, float64(x.Bytes)})
+		}
+	}
+	slices.SortStableFunc(round, func(a, b Point) int { return cmp.Compare(a.T, b.T) })
+	for _, p := range round {
+		if p.Bytes > peak.Bytes {
+			peak = p
+		}
+	}
+	return round, peak
 }
 
 // mallocSeries sums the covered processes' glibc statistics at each reading.

@@ -41,7 +41,6 @@ type AttachOptions struct {
 type AttachResult struct {
 	Capture  string
 	Streams  int
-	Records  uint64 // sampled allocations and frees in the capture
 	Warnings []string
 	PeakRSS  uint64
 	Ended    string        // why the session ended, in words
@@ -168,7 +167,6 @@ loop:
 		collectErr = err
 	}
 	res.Streams = col.Streams()
-	res.Records = col.Allocs + col.Frees
 	res.Warnings = col.Warnings()
 	res.PeakRSS = p.rss.peak
 	if stopErr != nil {

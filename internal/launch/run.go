@@ -50,7 +50,6 @@ type Result struct {
 	Status   string // how the command ended, in words
 	Capture  string // "" when nothing was profiled
 	Streams  int    // process images seen
-	Records  uint64 // sampled allocations and frees in the capture
 	Warnings []string
 	PeakRSS  uint64 // highest total RSS of the profiled processes, 0 if never read
 }
@@ -186,7 +185,6 @@ loop:
 	}
 	res.Capture = out
 	res.Streams = col.Streams()
-	res.Records = col.Allocs + col.Frees
 	res.Warnings = col.Warnings()
 	res.PeakRSS = p.rss.peak
 	if collectErr != nil {

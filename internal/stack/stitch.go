@@ -25,16 +25,31 @@ func Stitch(c *capture.Capture) {
 	c.Stitched = true
 	var s *Stitcher
 	for i := range c.Allocs {
-		a := &c.Allocs[i]
-		if !ForPool(a) {
-			continue
-		}
-		if s == nil {
-			s = NewStitcher(c, c.MaxID()+1)
-			for i := range c.Origins {
-				s.Origin(&c.Origins[i])
+		if a := &c.Allocs[i]; ForPool(a) {
+			if s == nil {
+				s = ForCapture(c)
 			}
+			a.StackID = s.stitch(a)
 		}
+	}
+}
+
+// ForCapture returns the Stitcher Stitch uses for c, for a caller that
+// reads c's allocations one at a time instead (Alloc), in file order, and
+// marks c stitched. Allocations must not be added to c meanwhile.
+func ForCapture(c *capture.Capture) *Stitcher {
+	c.Stitched = true
+	s := NewStitcher(c, c.MaxID()+1)
+	for i := range c.Origins {
+		s.Origin(&c.Origins[i])
+	}
+	return s
+}
+
+// Alloc gives an allocation made for another thread its stitched stack,
+// as Stitch does.
+func (s *Stitcher) Alloc(a *capture.Alloc) {
+	if ForPool(a) {
 		a.StackID = s.stitch(a)
 	}
 }

@@ -1,0 +1,102 @@
+package capture
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+)
+
+// LoadEvents reads the capture file at path as Load does, except that it
+// hands each Alloc and Free record to event, in file order, instead of
+// keeping it: the Capture it returns has no Allocs, Frees or FreeOrder, and
+// takes memory in proportion to the run's stacks rather than its samples.
+// A replay then reads the events again with ScanEvents (heap.Summarize).
+// The Record event gets is reused by the next call.
+func LoadEvents(path string, event func(*Record)) (*Capture, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("capture: %w", err)
+	}
+	defer f.Close()
+	c, err := readAll(bufio.NewReaderSize(f, 1<<20), 0, true, event)
+	if c != nil {
+		c.Resolve()
+	}
+	return c, pathError(path, err)
+}
+
+// eventNamed notes the stack and stream an event names, for Check.
+func (c *Capture) eventNamed(rec *Record) {
+	switch rec.Type {
+	case RecAlloc:
+		// Most allocations name one of a few stacks: remember those seen.
+		id := rec.Alloc.StackID
+		if k := &c.eventKnown[id%uint64(len(c.eventKnown))]; *k != id {
+			if id != 0 && c.Stacks[id] == nil {
+				c.eventStacks[id] = true // it may still come: Check looks again
+			} else {
+				*k = id
+			}
+		}
+		c.noteStream(rec.Alloc.Stream)
+	case RecFree:
+		c.noteStream(rec.Free.Stream)
+	}
+}
+
+// noteStream notes a stream an event names.
+func (c *Capture) noteStream(s uint32) {
+	if s != c.eventStream || len(c.eventStreams) == 0 {
+		c.eventStreams[s] = true
+		c.eventStream = s
+	}
+}
+
+// ScanEvents reads the Alloc and Free records of the capture file at path
+// in file order and hands each to fn, until fn returns false, the file
+// ends, or n records were read: a damaged file is read to where LoadEvents
+// stopped, and its damage is not reported again. The Record fn gets is
+// reused by the next call.
+func ScanEvents(path string, n int, fn func(*Record) bool) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("capture: %w", err)
+	}
+	defer f.Close()
+	rd, err := NewReader(bufio.NewReaderSize(f, 1<<20))
+	if err != nil {
+		return pathError(path, err)
+	}
+	rd.ReadAhead()
+	defer rd.Close()
+	for read := 0; read < n; {
+		rec, err := rd.Next()
+		if err == io.EOF {
+			return fmt.Errorf("%s: the capture ended after %d of its %d allocations and frees: it changed while it was read", path, read, n)
+		}
+		if err != nil {
+			return pathError(path, err)
+		}
+		if rec.Type != RecAlloc && rec.Type != RecFree {
+			continue
+		}
+		read++
+		if !fn(rec) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// pathError names the capture in an error from reading it.
+func pathError(path string, err error) error {
+	if ce, ok := err.(*CorruptError); ok {
+		ce.Path = path
+		return ce
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
