@@ -35,4 +35,11 @@ typedef void (*heaplens_pool_exit_fn)(uint64_t);
 int heaplens_mark(uint64_t value);
 typedef int (*heaplens_mark_fn)(uint64_t);
 
+/* The number of sampled allocations and frees this process could not
+ * record so far because its ring was full (the agent fell behind): a
+ * window in which it grew has figures that are too low, or leaks that
+ * are not. 0 when heaplens is not profiling this process. */
+uint64_t heaplens_dropped(void);
+typedef uint64_t (*heaplens_dropped_fn)(void);
+
 #endif

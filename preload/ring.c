@@ -349,6 +349,14 @@ EXPORT int heaplens_mark(uint64_t value)
 	return ok;
 }
 
+EXPORT uint64_t heaplens_dropped(void)
+{
+	struct hl_ring_header *h = hl_active() ? ring_now() : NULL;
+	if (!h)
+		return 0;
+	return __atomic_load_n(&h->dropped_alloc, __ATOMIC_RELAXED) + __atomic_load_n(&h->dropped_free, __ATOMIC_RELAXED);
+}
+
 /* The exit status of a process heaplens does not wait for itself. _exit and signals leave no mark. */
 void on_exit_mark(int status, void *arg)
 {

@@ -40,6 +40,15 @@ _DEFAULT_RATE = 512 * 1024
 # at most sqrt(B·r) (small blocks; larger ones are estimated better), so
 # 1.96·sqrt(L·r) ≤ 0.05·L when r ≤ L·(0.05/1.96)² ≈ L/1537.
 _RATE_DIVISOR = 1537
+
+# How long a mark waits for room in a full ring, in seconds: the agent
+# empties rings about every 100 ms, longer on a loaded machine.
+_MARK_WAIT = 30
+# Below this rate nearly every allocation is sampled, and the session gets
+# a ring as large as heaplens run gives --rate 1: pytest's start-up alone
+# records tens of MB of new stacks.
+_SMALL_RATE = 64 * 1024
+_SMALL_RATE_RING = "64MiB"
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
           "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
 
@@ -83,21 +92,21 @@ def pytest_configure(config):
         return
     if os.environ.get(_CAPTURE_ENV):
         config.pluginmanager.register(_Session(config, os.environ[_CAPTURE_ENV]), "heaplens-session")
-    elif _mark_function() is not None:
+    elif _library_function("heaplens_mark", [ctypes.c_uint64], ctypes.c_int) is not None:
         raise pytest.UsageError("--heaplens: pytest already runs under heaplens; run pytest --heaplens alone, "
                                 "it starts heaplens itself")
     else:
         config.pluginmanager.register(_Launcher(config), "heaplens-launcher")
 
 
-def _mark_function():
-    """heaplens_mark from the preloaded library, or None when it is not in
-    this process."""
+def _library_function(name, argtypes, restype):
+    """A function of the preloaded library (preload/heaplens.h), or None
+    when the library is not in this process."""
     try:
-        f = ctypes.CDLL(None).heaplens_mark
+        f = getattr(ctypes.CDLL(None), name)
     except (AttributeError, OSError):
         return None
-    f.argtypes, f.restype = [ctypes.c_uint64], ctypes.c_int
+    f.argtypes, f.restype = argtypes, restype
     return f
 
 
@@ -145,8 +154,10 @@ class _Launcher:
         env[_CAPTURE_ENV] = capture
         if not keep:
             env[_REMOVE_ENV] = directory
-        args = [binary(), "run", "-q", "-o", capture, "--rate", str(rate), "--",
-                sys.executable, "-m", "pytest"] + list(config.invocation_params.args)
+        args = [binary(), "run", "-q", "-o", capture, "--rate", str(rate)]
+        if rate < _SMALL_RATE:
+            args += ["--ring-size", _SMALL_RATE_RING]
+        args += ["--", sys.executable, "-m", "pytest"] + list(config.invocation_params.args)
         sys.stdout.flush()
         sys.stderr.flush()
         os.chdir(str(config.invocation_params.dir))
@@ -176,7 +187,9 @@ class _Session:
         self.windows = []
         self.failures = {}  # nodeid -> message
         self.marks = 0
-        self.mark = _mark_function()
+        self.mark = _library_function("heaplens_mark", [ctypes.c_uint64], ctypes.c_int)
+        dropped = _library_function("heaplens_dropped", [], ctypes.c_uint64)
+        self.dropped = dropped if dropped is not None else (lambda: 0)
 
     def _figures(self, windows):
         """heaplens window's figures for windows, once the capture holds
@@ -184,8 +197,7 @@ class _Session:
         if self.mark is None:
             raise RuntimeError("heaplens's library is not in this process (was pytest started by heaplens run?)")
         self.marks += 1
-        if not self.mark(self.marks):
-            raise RuntimeError("heaplens could not record a mark (its ring is full)")
+        self._record_mark(self.marks)
         spec = "".join(json.dumps(w.spec()) + "\n" for w in windows)
         env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("HEAPLENS_")}
         r = subprocess.run([binary(), "window", self.capture, "--mark", "%d:%d" % (os.getpid(), self.marks)],
@@ -195,14 +207,28 @@ class _Session:
             raise RuntimeError("heaplens window: " + r.stderr.strip())
         return json.loads(r.stdout)
 
+    def _record_mark(self, value):
+        """heaplens_mark(value), again while the ring is full: a test that
+        allocated fast at a small rate, or a busy machine, can fill it
+        before the agent's next poll empties it."""
+        deadline = time.monotonic() + _MARK_WAIT
+        pause = 0.001
+        while not self.mark(value):
+            if time.monotonic() > deadline:
+                raise RuntimeError("heaplens could not record a mark: its ring stayed full for %d s" % _MARK_WAIT)
+            time.sleep(pause)
+            pause = min(2 * pause, 0.05)
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item):
         gc.collect()
+        dropped = self.dropped()
         w = _Window(item.nodeid, time.monotonic_ns())
         yield
         gc.collect()  # what the test dropped is not a leak
         w.end = time.monotonic_ns()
         self.windows.append(w)
+        dropped = self.dropped() - dropped
         limits = _limits(item)
         if not limits:
             return
@@ -216,6 +242,12 @@ class _Session:
         for name, key, what in (("limit_memory", "peak", "held at its peak"), ("limit_leaks", "leaked", "leaked")):
             if name in limits and doc[key]["bytes"] > limits[name]:
                 msgs.append(_over(item.nodeid, what, doc[key], limits[name], test_fn))
+        if dropped:
+            # A lost allocation makes the figures too low, a lost free a leak
+            # that is not: no verdict either way.
+            msgs.append("%s: heaplens dropped %d sampled allocations and frees during the test (its ring was full: "
+                        "the agent fell behind), so its figures cannot be trusted; a larger --heaplens-rate records fewer"
+                        % (item.nodeid, dropped))
         if msgs:
             msgs.append("see it whole: heaplens report %s --pid %d --window %s" % (self.capture, os.getpid(), doc["window"]))
             self.failures[item.nodeid] = "\n\n".join(msgs)
