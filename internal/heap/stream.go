@@ -95,18 +95,27 @@ func (p *Prescan) Observe(rec *capture.Record) {
 
 // streamIndex returns a stream's index, adding it at its first event.
 func (p *Prescan) streamIndex(s uint32) uint32 {
-	if len(p.streams) > 0 && s == p.prev { // records of one stream come in runs
-		return p.prevIndex
-	}
-	i, ok := p.index[s]
+	i, ok := p.known(s)
 	if !ok {
 		i = uint32(len(p.streams))
 		p.index[s] = i
 		p.streams = append(p.streams, s)
 		p.last = append(p.last, 0) // as newReplayer: a stream ends no earlier than 0
+		p.prev, p.prevIndex = s, i
 	}
-	p.prev, p.prevIndex = s, i
 	return i
+}
+
+// known returns the index of a stream observed.
+func (p *Prescan) known(s uint32) (uint32, bool) {
+	if len(p.streams) > 0 && s == p.prev { // records of one stream come in runs
+		return p.prevIndex, true
+	}
+	i, ok := p.index[s]
+	if ok {
+		p.prev, p.prevIndex = s, i
+	}
+	return i, ok
 }
 
 func keyOf(rec *capture.Record) (evKey, bool) {
@@ -236,6 +245,7 @@ type streamer struct {
 	spare  []int32
 	nread  int   // events read so far
 	allocN int32 // allocations read so far: the next one's index in file order
+	err    error // why read stopped early
 
 	// Events held back until none read later can come before them
 	// (Prescan.late), and the latest time read.
@@ -312,7 +322,12 @@ func (r *streamer) read(rec *capture.Record) bool {
 	default:
 		return true
 	}
-	e.si = r.pre.streamIndex(e.key.s)
+	si, ok := r.pre.known(e.key.s)
+	if !ok {
+		r.err = fmt.Errorf("the capture's events changed between two reads (stream %d is new)", e.key.s)
+		return false
+	}
+	e.si = si
 	if r.pre.sorted {
 		r.apply(&e)
 		return r.stop == 0 || r.next < r.stop
@@ -332,6 +347,9 @@ func (r *streamer) read(rec *capture.Record) bool {
 
 // finish applies the events held back.
 func (r *streamer) finish() error {
+	if r.err != nil {
+		return r.err
+	}
 	if r.held.n > maxHeld {
 		return ErrReorder
 	}

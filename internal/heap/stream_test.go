@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/heaplens/heaplens/internal/capture"
@@ -257,5 +258,28 @@ func TestPrescanHeld(t *testing.T) {
 	}
 	if h := pre.Held(); h < pre.Events()*9/10 {
 		t.Errorf("Held of two streams written in turns: %d of %d", h, pre.Events())
+	}
+}
+
+// Events that differ between the two reads (a capture rewritten meanwhile)
+// are an error, not a panic or a wrong summary.
+func TestSummarizeChangedEvents(t *testing.T) {
+	c := synth(1, []capture.Alloc{alloc(1, 10, 0x10, 100, 1), alloc(1, 11, 0x20, 30, 1)}, nil, nil)
+	recs := fileOrder(c)
+	pre := NewPrescan()
+	for i := range recs {
+		pre.Observe(&recs[i])
+	}
+	recs[1].Alloc.Stream = 9
+	_, err := Summarize(c, pre, func(fn func(*capture.Record) bool) error {
+		for i := range recs {
+			if !fn(&recs[i]) {
+				break
+			}
+		}
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "changed between two reads") {
+		t.Errorf("Summarize of events that changed: %v", err)
 	}
 }
