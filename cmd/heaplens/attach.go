@@ -47,7 +47,15 @@ func attachCmd(args []string, stdout, stderr io.Writer) int {
 	if *live {
 		o.Started = func(capturePath string) { startLive(capturePath, *liveAddr, stderr) }
 	}
+	var seen *seenCapture
+	if !*quiet {
+		seen = newSeenCapture()
+		o.Observer = seen.observer(o.Observer)
+	}
 	res, err := launch.Attach(o)
+	if err != nil {
+		seen = nil // the file may not hold what was written: the summary reads it
+	}
 	if err != nil && res == nil {
 		fmt.Fprintf(stderr, "heaplens attach: %v\n", err)
 		return 1
@@ -60,7 +68,7 @@ func attachCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	status := fmt.Sprintf("(pid %d): attached for %.1f s, %s", pid, res.Window.Seconds(), res.Ended)
 	if !*quiet {
-		if err := printSummary(stderr, res.Capture, status, nil); err != nil {
+		if err := printSummary(stderr, res.Capture, status, nil, seen); err != nil {
 			fmt.Fprintf(stderr, "heaplens: summary: %v\n", err)
 		}
 	}

@@ -131,8 +131,16 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *live {
 		o.Started = func(capturePath string) { startLive(capturePath, *liveAddr, stderr) }
 	}
+	var seen *seenCapture
+	if !*quiet {
+		seen = newSeenCapture()
+		o.Observer = seen.observer(o.Observer)
+	}
 	res, err := launch.Run(o)
 	stopFleet()
+	if err != nil {
+		seen = nil // the file may not hold what was written: the summary reads it
+	}
 	switch {
 	case err != nil && res != nil && res.Status != "":
 		// The command ran: its exit status stands, whatever went wrong
@@ -153,7 +161,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "heaplens: warning: %s\n", w)
 	}
 	if res.Capture != "" && !*quiet {
-		if err := printSummary(stderr, res.Capture, res.Status, o.Command); err != nil {
+		if err := printSummary(stderr, res.Capture, res.Status, o.Command, seen); err != nil {
 			fmt.Fprintf(stderr, "heaplens: summary: %v\n", err)
 		}
 	}

@@ -26,15 +26,16 @@ func summaryFits(records, free uint64) bool {
 
 // printSummary prints the summary of a run or an attach session from its
 // capture; status says how it ended; command is what was run, for a
-// capture that lost its first record.
-func printSummary(w io.Writer, capturePath, status string, command []string) (err error) {
+// capture that lost its first record; seen, if not nil, is what the
+// capture's writer was seen to write.
+func printSummary(w io.Writer, capturePath, status string, command []string, seen *seenCapture) (err error) {
 	defer func() {
 		// A bug in the summary must not cost the command's exit status.
 		if r := recover(); r != nil {
 			err = fmt.Errorf("internal error, please report it: %v", r)
 		}
 	}()
-	c, sum, err := summarize(capturePath)
+	c, sum, err := summarize(capturePath, seen)
 	var big *tooLarge
 	if errors.As(err, &big) {
 		return export.SummaryTooLarge(w, command, status, capturePath, big.records, big.records*summaryBytesPerRecord, big.free)
@@ -57,6 +58,26 @@ func printSummary(w io.Writer, capturePath, status string, command []string) (er
 	return err // a damaged capture is still summarised, then reported
 }
 
+// seenCapture is what the summary learns of a capture as it is written
+// (capture.Skeleton): the summary then reads the file once, not twice.
+type seenCapture struct {
+	skel *capture.Skeleton
+	pre  *heap.Prescan
+}
+
+func newSeenCapture() *seenCapture {
+	pre := heap.NewPrescan()
+	return &seenCapture{capture.NewSkeleton(pre.Observe), pre}
+}
+
+// observer returns o and the seenCapture, both to see what is written.
+func (s *seenCapture) observer(o capture.Observer) capture.Observer {
+	if o == nil {
+		return s.skel
+	}
+	return capture.Observers(o, s.skel)
+}
+
 // tooLarge says a capture is too far from time order to be summarised as
 // it is read, and too large to be summarised from memory.
 type tooLarge struct{ records, free uint64 }
@@ -70,15 +91,32 @@ func (e *tooLarge) Error() string {
 // samples and the stacks, not to the run's length, unless they are so far
 // from time order that most would be held back anyway (several processes
 // at work at once, whose rings the agent drains in turn), when it replays
-// them from memory if that fits. A damaged capture is summarised up to
-// the damage, and the *capture.CorruptError returned with the summary.
-func summarize(path string) (*capture.Capture, *heap.Summary, error) {
+// them from memory if that fits. With what was seen written, it reads the
+// file once; should the file differ (a write failed), it reads it again
+// from the start. A damaged capture is summarised up to the damage, and
+// the *capture.CorruptError returned with the summary.
+func summarize(path string, seen *seenCapture) (*capture.Capture, *heap.Summary, error) {
+	if seen != nil {
+		if c, err := seen.skel.Capture(); err == nil {
+			c, sum, err := summarizeFrom(path, c, seen.pre, nil)
+			var big *tooLarge
+			if err == nil || errors.As(err, &big) {
+				return c, sum, err
+			}
+		}
+	}
 	pre := heap.NewPrescan()
 	c, loadErr := capture.LoadEvents(path, pre.Observe)
 	var corrupt *capture.CorruptError
 	if loadErr != nil && !errors.As(loadErr, &corrupt) {
 		return nil, nil, loadErr
 	}
+	return summarizeFrom(path, c, pre, loadErr)
+}
+
+// summarizeFrom is summarize once the capture without its events is read
+// (loadErr: how that went).
+func summarizeFrom(path string, c *capture.Capture, pre *heap.Prescan, loadErr error) (*capture.Capture, *heap.Summary, error) {
 	records := uint64(pre.Events())
 	free, known := sysmem.Available()
 	fits := !known || summaryFits(records, free)

@@ -38,7 +38,7 @@ func TestSummaryFits(t *testing.T) {
 // in several chunks, and returns its path. With inTurns, the second
 // process's records follow all of the first's (as when the agent drains
 // one ring, then the other, each full of the whole run).
-func writeRun(t *testing.T, inTurns bool) string {
+func writeRun(t *testing.T, inTurns bool, seen *seenCapture) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "run.hlc")
 	f, err := os.Create(path)
@@ -48,6 +48,9 @@ func writeRun(t *testing.T, inTurns bool) string {
 	w, err := capture.NewWriter(f)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if seen != nil {
+		w.SetObserver(seen.observer(nil))
 	}
 	must := func(err error) {
 		t.Helper()
@@ -116,39 +119,53 @@ func inMemory(t *testing.T, path string) string {
 }
 
 // The summary of a run streams its capture and says what a report of the
-// whole capture would, pool work stitched to its origin, also of a capture
-// whose processes' records came in turns (replayed from memory), and of a
-// capture cut short (whose damage it then reports).
+// whole capture would, pool work stitched to its origin: read once with
+// what was seen written, twice without; also of a capture whose
+// processes' records came in turns (replayed from memory), of a capture
+// cut short (whose damage it then reports), and of one cut short after
+// it was seen whole (as when a write failed).
 func TestSummaryStreamsCapture(t *testing.T) {
 	for _, inTurns := range []bool{false, true} {
-		path := writeRun(t, inTurns)
-		var got strings.Builder
-		if err := printSummary(&got, path, "exited with status 0", nil); err != nil {
-			t.Fatal(err)
-		}
-		if want := inMemory(t, path); got.String() != want {
-			t.Errorf("in turns %v: summary:\n%s\nsummary from memory:\n%s", inTurns, got.String(), want)
-		}
-		if !strings.Contains(got.String(), "parse (leaky.c:20) via gomp_thread_start") {
-			t.Errorf("the pool's allocations are not charged to parse, their origin:\n%s", got.String())
+		for _, watched := range []bool{false, true} {
+			var seen *seenCapture
+			if watched {
+				seen = newSeenCapture()
+			}
+			path := writeRun(t, inTurns, seen)
+			var got strings.Builder
+			if err := printSummary(&got, path, "exited with status 0", nil, seen); err != nil {
+				t.Fatal(err)
+			}
+			if want := inMemory(t, path); got.String() != want {
+				t.Errorf("in turns %v, seen %v: summary:\n%s\nsummary from memory:\n%s", inTurns, watched, got.String(), want)
+			}
+			if !strings.Contains(got.String(), "parse (leaky.c:20) via gomp_thread_start") {
+				t.Errorf("the pool's allocations are not charged to parse, their origin:\n%s", got.String())
+			}
 		}
 	}
 
-	data, err := os.ReadFile(writeRun(t, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cut := filepath.Join(t.TempDir(), "cut.hlc")
-	if err := os.WriteFile(cut, data[:len(data)*2/3], 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var got strings.Builder
-	err = printSummary(&got, cut, "exited with status 0", nil)
-	var corrupt *capture.CorruptError
-	if !errors.As(err, &corrupt) {
-		t.Fatalf("summary of a capture cut short: error %v, want a CorruptError", err)
-	}
-	if want := inMemory(t, cut); got.String() != want || !strings.Contains(want, "samples") {
-		t.Errorf("streamed summary of a capture cut short:\n%s\nsummary from memory:\n%s", got.String(), want)
+	for _, watched := range []bool{false, true} {
+		var seen *seenCapture
+		if watched {
+			seen = newSeenCapture()
+		}
+		path := writeRun(t, false, seen)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data[:len(data)*2/3], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var got strings.Builder
+		err = printSummary(&got, path, "exited with status 0", nil, seen)
+		var corrupt *capture.CorruptError
+		if !errors.As(err, &corrupt) {
+			t.Fatalf("seen %v: summary of a capture cut short: error %v, want a CorruptError", watched, err)
+		}
+		if want := inMemory(t, path); got.String() != want || !strings.Contains(want, "samples") {
+			t.Errorf("seen %v: summary of a capture cut short:\n%s\nsummary from memory:\n%s", watched, got.String(), want)
+		}
 	}
 }

@@ -169,12 +169,20 @@ func TestRoundTrip(t *testing.T) {
 }
 
 // sampleCapture writes a small but realistic capture in several chunks.
-func sampleCapture(t testing.TB) []byte {
+func sampleCapture(t testing.TB) []byte { return sampleCaptureTo(t, nil) }
+
+// sampleCaptureTo is sampleCapture, seen by obs as it is written; a
+// location's name is longer than readers keep.
+func sampleCaptureTo(t testing.TB, obs Observer) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	w, err := NewWriter(&buf)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if obs != nil {
+		w.SetObserver(obs)
+		write(t, w, &Location{ID: 99, Lines: []Line{{Function: strings.Repeat("f", MaxName+10)}}})
 	}
 	for i, r := range full() {
 		write(t, w, r)
@@ -803,3 +811,48 @@ func TestLoadAndScanEvents(t *testing.T) {
 		t.Errorf("ScanEvents of more events than the file holds: %v", err)
 	}
 }
+
+// A Skeleton of a capture as it is written is what LoadEvents reads back
+// of the file, and it hands on the same events; beside another observer.
+func TestSkeleton(t *testing.T) {
+	var seen, again []Record
+	sk := NewSkeleton(func(r *Record) { seen = append(seen, *r) })
+	var other counter
+	data := sampleCaptureTo(t, Observers(&other, sk))
+	path := filepath.Join(t.TempDir(), "x.heaplens")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want, err := LoadEvents(path, func(r *Record) { again = append(again, *r) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := sk.Capture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Skeleton:\n%+v\nLoadEvents:\n%+v", got, want)
+	}
+	if got.Shortened != 1 || !strings.HasSuffix(got.Locations[99].Lines[0].Function, "bytes cut]") {
+		t.Errorf("the long name was not shortened as a reader does: %d shortened", got.Shortened)
+	}
+	if !reflect.DeepEqual(seen, again) || len(seen) != 453 {
+		t.Errorf("Skeleton handed on %d events, LoadEvents %d", len(seen), len(again))
+	}
+	if other.n != len(full())+1+450 { // full(), the long name, the loop's 300 Allocs and 150 Frees
+		t.Errorf("the other observer saw %d records", other.n)
+	}
+	if _, err := NewSkeleton(nil).Capture(); err != nil {
+		t.Errorf("an empty Skeleton: %v", err)
+	}
+	bare := NewSkeleton(nil)
+	bare.Observe(&Record{Type: RecMeta, Meta: &Meta{}})
+	if _, err := bare.Capture(); err == nil {
+		t.Error("a Skeleton fed without bodies says nothing")
+	}
+}
+
+type counter struct{ n int }
+
+func (c *counter) Observe(*Record) { c.n++ }

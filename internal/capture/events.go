@@ -2,6 +2,7 @@ package capture
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,6 +25,56 @@ func LoadEvents(path string, event func(*Record)) (*Capture, error) {
 		c.Resolve()
 	}
 	return c, pathError(path, err)
+}
+
+// A Skeleton keeps, as a Writer writes a capture (it is its Observer),
+// what LoadEvents would read back: every record but the events, which go
+// to a function. The summary of a run then reads the capture once instead
+// of twice. Records other than events are decoded from the bytes written,
+// so that they are what a reader gets (names shortened alike); a write
+// that failed leaves the Skeleton ahead of the file, and the caller must
+// then load the file instead.
+type Skeleton struct {
+	a   *assembler
+	rd  Reader // decodes the bodies written
+	err error  // the first the assembler or a decoding returned
+}
+
+// NewSkeleton returns a Skeleton handing the events to event.
+func NewSkeleton(event func(*Record)) *Skeleton {
+	return &Skeleton{a: newAssembler(event)}
+}
+
+// Observe is for an Observer that sees no bodies; a Writer hands them
+// (observeBody).
+func (s *Skeleton) Observe(r *Record) {
+	if s.err == nil {
+		s.err = errors.New("capture: a Skeleton must observe a Writer")
+	}
+}
+
+func (s *Skeleton) observeBody(r *Record, body []byte) {
+	if s.err != nil {
+		return
+	}
+	if r.Type != RecAlloc && r.Type != RecFree { // events decode to what was written; the others may not (shortened names)
+		if r, s.err = s.rd.decode(r.Type, body); s.err != nil {
+			return
+		}
+	}
+	s.err = s.a.add(r)
+}
+
+// Capture returns the capture without its events, resolved as LoadEvents
+// returns it, or why it is not whole.
+func (s *Skeleton) Capture() (*Capture, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	c := s.a.c
+	c.Shortened = s.rd.shortened
+	c.Resolve()
+	return c, nil
 }
 
 // eventNamed notes the stack and stream an event names, for Check.

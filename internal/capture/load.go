@@ -141,102 +141,123 @@ func readAll(r io.Reader, size int64, ahead bool, event func(*Record)) (*Capture
 		rd.ReadAhead()
 		defer rd.Close()
 	}
-	c := NewCapture()
-	if event != nil {
-		c.eventStacks, c.eventStreams, c.eventKnown = map[uint64]bool{}, map[uint32]bool{}, new([256]uint64)
-		size = 0
-	}
-	if n := min(size/bytesPerEvent, presizeMax); n > 0 {
+	a := newAssembler(event)
+	c := a.c
+	if n := min(size/bytesPerEvent, presizeMax); n > 0 && event == nil {
 		c.Allocs = make([]Alloc, 0, n)
 		c.Frees = make([]Free, 0, n)
 		c.FreeOrder = make([]int32, 0, n)
 	}
-	haveMeta := false
-	streams := make(map[uint32]bool)
-	events := 0
 	for {
 		rec, err := rd.Next()
 		if err == io.EOF {
 			break
 		}
+		if err == nil {
+			err = a.add(rec)
+		}
 		if err != nil {
 			c.Skipped, c.Shortened = rd.Skipped(), rd.Shortened()
 			return c, err
 		}
-		if rec.Type == RecAlloc || rec.Type == RecFree {
-			if events >= MaxEvents {
-				c.Skipped, c.Shortened = rd.Skipped(), rd.Shortened()
-				return c, fmt.Errorf("capture holds more than %d allocations and frees, more than heaplens can replay; record it with a larger --rate", MaxEvents)
-			}
-			events++
-			if event != nil {
-				c.eventNamed(rec)
-				event(rec)
-				continue
-			}
-		}
-		switch rec.Type {
-		case RecMeta:
-			if haveMeta {
-				c.Duplicates++
-				continue
-			}
-			haveMeta = true
-			c.Meta = *rec.Meta
-		case RecProcess:
-			if streams[rec.Process.Stream] {
-				c.Duplicates++
-				continue
-			}
-			streams[rec.Process.Stream] = true
-			c.Processes = append(c.Processes, rec.Process)
-			c.byStream[rec.Process.Stream] = rec.Process
-			c.indexed++
-		case RecMapping:
-			if _, dup := c.Mappings[rec.Mapping.ID]; dup {
-				c.Duplicates++
-				continue
-			}
-			c.Mappings[rec.Mapping.ID] = rec.Mapping
-		case RecLocation:
-			if _, dup := c.Locations[rec.Location.ID]; dup {
-				c.Duplicates++
-				continue
-			}
-			c.Locations[rec.Location.ID] = rec.Location
-		case RecStack:
-			if _, dup := c.Stacks[rec.Stack.ID]; dup {
-				c.Duplicates++
-				continue
-			}
-			c.Stacks[rec.Stack.ID] = rec.Stack
-		case RecAlloc:
-			c.Allocs = append(c.Allocs, rec.Alloc)
-		case RecFree:
-			c.Frees = append(c.Frees, rec.Free)
-			c.FreeOrder = append(c.FreeOrder, int32(len(c.Allocs))) // < MaxEvents: checked above
-		case RecEnd:
-			if _, dup := c.Ends[rec.End.Stream]; dup {
-				c.Duplicates++
-				continue
-			}
-			c.Ends[rec.End.Stream] = rec.End
-		case RecRSS:
-			c.RSS = append(c.RSS, rec.RSS)
-		case RecOrigin:
-			c.Origins = append(c.Origins, rec.Origin)
-		case RecNote:
-			c.Notes = append(c.Notes, rec.Note)
-		case RecMark:
-			c.Marks = append(c.Marks, rec.Mark)
-		case RecMalloc:
-			c.Mallocs = append(c.Mallocs, rec.Malloc)
-		case RecResident:
-			c.Residents = append(c.Residents, rec.Resident)
-		}
 	}
 	c.Skipped, c.Shortened = rd.Skipped(), rd.Shortened()
 	return c, nil
+}
+
+// assembler puts a capture's records together into a Capture, in file
+// order: what readAll does with each record it reads, and a Skeleton with
+// each record written.
+type assembler struct {
+	c        *Capture
+	event    func(*Record) // if not nil, gets the Allocs and Frees instead of c (LoadEvents)
+	haveMeta bool
+	streams  map[uint32]bool // with a Process record
+	events   int             // Allocs and Frees
+}
+
+func newAssembler(event func(*Record)) *assembler {
+	a := &assembler{c: NewCapture(), event: event, streams: map[uint32]bool{}}
+	if event != nil {
+		a.c.eventStacks, a.c.eventStreams, a.c.eventKnown = map[uint64]bool{}, map[uint32]bool{}, new([256]uint64)
+	}
+	return a
+}
+
+// add adds one record; an error means the capture can take no more.
+func (a *assembler) add(rec *Record) error {
+	c := a.c
+	if rec.Type == RecAlloc || rec.Type == RecFree {
+		if a.events >= MaxEvents {
+			return fmt.Errorf("capture holds more than %d allocations and frees, more than heaplens can replay; record it with a larger --rate", MaxEvents)
+		}
+		a.events++
+		if a.event != nil {
+			c.eventNamed(rec)
+			a.event(rec)
+			return nil
+		}
+	}
+	switch rec.Type {
+	case RecMeta:
+		if a.haveMeta {
+			c.Duplicates++
+			return nil
+		}
+		a.haveMeta = true
+		c.Meta = *rec.Meta
+	case RecProcess:
+		if a.streams[rec.Process.Stream] {
+			c.Duplicates++
+			return nil
+		}
+		a.streams[rec.Process.Stream] = true
+		c.Processes = append(c.Processes, rec.Process)
+		c.byStream[rec.Process.Stream] = rec.Process
+		c.indexed++
+	case RecMapping:
+		if _, dup := c.Mappings[rec.Mapping.ID]; dup {
+			c.Duplicates++
+			return nil
+		}
+		c.Mappings[rec.Mapping.ID] = rec.Mapping
+	case RecLocation:
+		if _, dup := c.Locations[rec.Location.ID]; dup {
+			c.Duplicates++
+			return nil
+		}
+		c.Locations[rec.Location.ID] = rec.Location
+	case RecStack:
+		if _, dup := c.Stacks[rec.Stack.ID]; dup {
+			c.Duplicates++
+			return nil
+		}
+		c.Stacks[rec.Stack.ID] = rec.Stack
+	case RecAlloc:
+		c.Allocs = append(c.Allocs, rec.Alloc)
+	case RecFree:
+		c.Frees = append(c.Frees, rec.Free)
+		c.FreeOrder = append(c.FreeOrder, int32(len(c.Allocs))) // < MaxEvents: checked above
+	case RecEnd:
+		if _, dup := c.Ends[rec.End.Stream]; dup {
+			c.Duplicates++
+			return nil
+		}
+		c.Ends[rec.End.Stream] = rec.End
+	case RecRSS:
+		c.RSS = append(c.RSS, rec.RSS)
+	case RecOrigin:
+		c.Origins = append(c.Origins, rec.Origin)
+	case RecNote:
+		c.Notes = append(c.Notes, rec.Note)
+	case RecMark:
+		c.Marks = append(c.Marks, rec.Mark)
+	case RecMalloc:
+		c.Mallocs = append(c.Mallocs, rec.Malloc)
+	case RecResident:
+		c.Residents = append(c.Residents, rec.Resident)
+	}
+	return nil
 }
 
 // Process returns the process of a stream, or nil.

@@ -241,17 +241,22 @@ func (r *Reader) split() (RecordType, []byte, error) {
 // The longest real names (C++ template instances) stay far below it.
 const MaxName = 16 << 10
 
-// shorten cuts *s to MaxName bytes at a character boundary, marking the cut.
+// shorten cuts *s to MaxName bytes (shortName).
 func (r *Reader) shorten(s *string) {
-	if len(*s) <= MaxName {
-		return
+	if len(*s) > MaxName {
+		*s = shortName(*s)
+		r.shortened++
 	}
+}
+
+// shortName cuts a name longer than MaxName bytes at a character boundary,
+// marking the cut.
+func shortName(s string) string {
 	cut := MaxName
-	for cut > 0 && !utf8.RuneStart((*s)[cut]) {
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	*s = (*s)[:cut] + fmt.Sprintf("…[%d bytes cut]", len(*s)-cut)
-	r.shortened++
+	return s[:cut] + fmt.Sprintf("…[%d bytes cut]", len(s)-cut)
 }
 
 // Shortened returns how many names longer than MaxName were cut.

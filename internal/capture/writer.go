@@ -51,6 +51,42 @@ type Observer interface {
 // SetObserver makes o see every record written from now on.
 func (w *Writer) SetObserver(o Observer) { w.obs = o }
 
+// bodyObserver is an Observer that also gets each record's encoded body
+// (Skeleton, Observers).
+type bodyObserver interface {
+	observeBody(r *Record, body []byte)
+}
+
+// observe hands w.rec, whose body is in w.scratch, to the observer.
+func (w *Writer) observe() {
+	if o, ok := w.obs.(bodyObserver); ok {
+		o.observeBody(&w.rec, w.scratch)
+		return
+	}
+	w.obs.Observe(&w.rec)
+}
+
+// Observers returns an Observer that hands every record to each of os.
+func Observers(os ...Observer) Observer { return observers(os) }
+
+type observers []Observer
+
+func (os observers) Observe(r *Record) {
+	for _, o := range os {
+		o.Observe(r)
+	}
+}
+
+func (os observers) observeBody(r *Record, body []byte) {
+	for _, o := range os {
+		if b, ok := o.(bodyObserver); ok {
+			b.observeBody(r, body)
+		} else {
+			o.Observe(r)
+		}
+	}
+}
+
 // NewWriter writes the file header to w and returns a Writer for the
 // records. The caller closes w after Close.
 func NewWriter(w io.Writer) (*Writer, error) {
@@ -125,7 +161,7 @@ func (w *Writer) Meta(m *Meta) error {
 	w.scratch = appendMeta(w.scratch[:0], m)
 	if w.obs != nil {
 		w.rec = Record{Type: RecMeta, Meta: m}
-		w.obs.Observe(&w.rec)
+		w.observe()
 	}
 	return w.record(RecMeta)
 }
@@ -138,7 +174,7 @@ func (w *Writer) Process(p *Process) error {
 	w.scratch = appendProcess(w.scratch[:0], p)
 	if w.obs != nil {
 		w.rec = Record{Type: RecProcess, Process: p}
-		w.obs.Observe(&w.rec)
+		w.observe()
 	}
 	return w.record(RecProcess)
 }
@@ -154,7 +190,7 @@ func (w *Writer) Mapping(m *Mapping) error {
 	w.scratch = appendMapping(w.scratch[:0], m)
 	if w.obs != nil {
 		w.rec = Record{Type: RecMapping, Mapping: m}
-		w.obs.Observe(&w.rec)
+		w.observe()
 	}
 	return w.record(RecMapping)
 }
@@ -170,7 +206,7 @@ func (w *Writer) Location(l *Location) error {
 	w.scratch = appendLocation(w.scratch[:0], l)
 	if w.obs != nil {
 		w.rec = Record{Type: RecLocation, Location: l}
-		w.obs.Observe(&w.rec)
+		w.observe()
 	}
 	return w.record(RecLocation)
 }
@@ -186,7 +222,7 @@ func (w *Writer) Stack(s *Stack) error {
 	w.scratch = appendStack(w.scratch[:0], s)
 	if w.obs != nil {
 		w.rec = Record{Type: RecStack, Stack: s}
-		w.obs.Observe(&w.rec)
+		w.observe()
 	}
 	return w.record(RecStack)
 }
@@ -199,7 +235,7 @@ func (w *Writer) Alloc(a *Alloc) error {
 	w.scratch = appendAlloc(w.scratch[:0], a)
 	if w.obs != nil {
 		w.rec = Record{Type: RecAlloc, Alloc: *a}
-		w.obs.Observe(&w.rec)
+		w.observe()
 	}
 	return w.record(RecAlloc)
 }
@@ -212,7 +248,7 @@ func (w *Writer) Free(f *Free) error {
 	w.scratch = appendFree(w.scratch[:0], f)
 	if w.obs != nil {
 		w.rec = Record{Type: RecFree, Free: *f}
-		w.obs.Observe(&w.rec)
+		w.observe()
 	}
 	return w.record(RecFree)
 }
@@ -225,7 +261,7 @@ func (w *Writer) End(e *End) error {
 	w.scratch = appendEnd(w.scratch[:0], e)
 	if w.obs != nil {
 		w.rec = Record{Type: RecEnd, End: e}
-		w.obs.Observe(&w.rec)
+		w.observe()
 	}
 	return w.record(RecEnd)
 }
@@ -238,7 +274,7 @@ func (w *Writer) RSS(r *RSS) error {
 	w.scratch = appendRSS(w.scratch[:0], r)
 	if w.obs != nil {
 		w.rec = Record{Type: RecRSS, RSS: *r}
-		w.obs.Observe(&w.rec)
+		w.observe()
 	}
 	return w.record(RecRSS)
 }
@@ -251,7 +287,7 @@ func (w *Writer) Note(n *Note) error {
 	w.scratch = appendNote(w.scratch[:0], n)
 	if w.obs != nil {
 		w.rec = Record{Type: RecNote, Note: n}
-		w.obs.Observe(&w.rec)
+		w.observe()
 	}
 	return w.record(RecNote)
 }
@@ -264,7 +300,7 @@ func (w *Writer) Resident(r *Resident) error {
 	w.scratch = appendResident(w.scratch[:0], r)
 	if w.obs != nil {
 		w.rec = Record{Type: RecResident, Resident: *r}
-		w.obs.Observe(&w.rec)
+		w.observe()
 	}
 	return w.record(RecResident)
 }
@@ -277,7 +313,7 @@ func (w *Writer) Malloc(m *Malloc) error {
 	w.scratch = appendMalloc(w.scratch[:0], m)
 	if w.obs != nil {
 		w.rec = Record{Type: RecMalloc, Malloc: *m}
-		w.obs.Observe(&w.rec)
+		w.observe()
 	}
 	return w.record(RecMalloc)
 }
@@ -290,7 +326,7 @@ func (w *Writer) Mark(m *Mark) error {
 	w.scratch = appendMark(w.scratch[:0], m)
 	if w.obs != nil {
 		w.rec = Record{Type: RecMark, Mark: *m}
-		w.obs.Observe(&w.rec)
+		w.observe()
 	}
 	return w.record(RecMark)
 }
@@ -303,7 +339,7 @@ func (w *Writer) Origin(o *Origin) error {
 	w.scratch = appendOrigin(w.scratch[:0], o)
 	if w.obs != nil {
 		w.rec = Record{Type: RecOrigin, Origin: *o}
-		w.obs.Observe(&w.rec)
+		w.observe()
 	}
 	return w.record(RecOrigin)
 }
