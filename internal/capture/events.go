@@ -45,9 +45,10 @@ func NewSkeleton(event func(*Record)) *Skeleton {
 	return &Skeleton{a: newAssembler(event)}
 }
 
-// Observe is for an Observer that sees no bodies; a Writer hands them
-// (observeBody).
-func (s *Skeleton) Observe(r *Record) {
+// Observe is how anything but a Writer, which hands the bodies too
+// (observeBody), would feed a Skeleton: without the bytes written it
+// cannot know what a reader gets, so Capture then refuses.
+func (s *Skeleton) Observe(*Record) {
 	if s.err == nil {
 		s.err = errors.New("capture: a Skeleton must observe a Writer")
 	}
@@ -58,15 +59,15 @@ func (s *Skeleton) observeBody(r *Record, body []byte) {
 		return
 	}
 	if r.Type != RecAlloc && r.Type != RecFree { // events decode to what was written; the others may not (shortened names)
-		if r, s.err = s.rd.decode(r.Type, body); s.err != nil {
-			return
+		if r, s.err = s.rd.decode(r.Type, body); s.err != nil || r == nil {
+			return // r: nil for a type readers skip; Writers write none
 		}
 	}
 	s.err = s.a.add(r)
 }
 
 // Capture returns the capture without its events, resolved as LoadEvents
-// returns it, or why it is not whole.
+// returns it, or why it is not whole; once, after the Writer is closed.
 func (s *Skeleton) Capture() (*Capture, error) {
 	if s.err != nil {
 		return nil, s.err
