@@ -184,6 +184,16 @@ func newAssembler(event func(*Record)) *assembler {
 	return a
 }
 
+// putOnce puts v in m at k unless an earlier record had k, which it
+// counts in Duplicates: the first record of an ID counts.
+func putOnce[K comparable, V any](c *Capture, m map[K]V, k K, v V) {
+	if _, dup := m[k]; dup {
+		c.Duplicates++
+		return
+	}
+	m[k] = v
+}
+
 // add adds one record; an error means the capture can take no more.
 func (a *assembler) add(rec *Record) error {
 	c := a.c
@@ -216,34 +226,18 @@ func (a *assembler) add(rec *Record) error {
 		c.byStream[rec.Process.Stream] = rec.Process
 		c.indexed++
 	case RecMapping:
-		if _, dup := c.Mappings[rec.Mapping.ID]; dup {
-			c.Duplicates++
-			return nil
-		}
-		c.Mappings[rec.Mapping.ID] = rec.Mapping
+		putOnce(c, c.Mappings, rec.Mapping.ID, rec.Mapping)
 	case RecLocation:
-		if _, dup := c.Locations[rec.Location.ID]; dup {
-			c.Duplicates++
-			return nil
-		}
-		c.Locations[rec.Location.ID] = rec.Location
+		putOnce(c, c.Locations, rec.Location.ID, rec.Location)
 	case RecStack:
-		if _, dup := c.Stacks[rec.Stack.ID]; dup {
-			c.Duplicates++
-			return nil
-		}
-		c.Stacks[rec.Stack.ID] = rec.Stack
+		putOnce(c, c.Stacks, rec.Stack.ID, rec.Stack)
 	case RecAlloc:
 		c.Allocs = append(c.Allocs, rec.Alloc)
 	case RecFree:
 		c.Frees = append(c.Frees, rec.Free)
 		c.FreeOrder = append(c.FreeOrder, int32(len(c.Allocs))) // < MaxEvents: checked above
 	case RecEnd:
-		if _, dup := c.Ends[rec.End.Stream]; dup {
-			c.Duplicates++
-			return nil
-		}
-		c.Ends[rec.End.Stream] = rec.End
+		putOnce(c, c.Ends, rec.End.Stream, rec.End)
 	case RecRSS:
 		c.RSS = append(c.RSS, rec.RSS)
 	case RecOrigin:
