@@ -232,6 +232,12 @@ func (c *Collector) Poll(final bool) error {
 	for _, s := range c.order {
 		newest[s.hdr.PID] = max(newest[s.hdr.PID], s.hdr.StartMonoNano)
 	}
+	type draining struct {
+		s            *stream
+		alive, known bool
+		more         bool // its last slice was full
+	}
+	var todo []*draining
 	for _, s := range c.order {
 		if s.ended {
 			continue
@@ -243,11 +249,37 @@ func (c *Collector) Poll(final bool) error {
 		if !final && alive && !s.r.InitDone() {
 			continue // wait for the module list, so early samples symbolize
 		}
-		if err := c.drain(s); err != nil {
-			c.warn("%v", err)
+		todo = append(todo, &draining{s: s, alive: alive, known: known, more: true})
+	}
+	// A slice of each ring in turn, not each ring whole: the records of
+	// processes at work at once then reach the capture close to time order,
+	// which a reader that replays them as it reads needs (heap.Summarize).
+	// Rounds are bounded, so that a process writing faster than the agent
+	// reads cannot hold the poll.
+	for round := 0; round < drainRounds; round++ {
+		more := false
+		for _, d := range todo {
+			if !d.more {
+				continue
+			}
+			n, err := c.drain(d.s, drainSlice)
+			if err != nil {
+				c.warn("%v", err)
+			}
+			d.more = err == nil && n == drainSlice
+			more = more || d.more
 		}
+		if !more {
+			break
+		}
+	}
+	for _, d := range todo {
+		s := d.s
 		replaced := s.hdr.StartMonoNano < newest[s.hdr.PID] || s.execd
-		if final || (known && !alive) || replaced {
+		if final || (d.known && !d.alive) || replaced {
+			if _, err := c.drain(s, 0); err != nil { // all it wrote
+				c.warn("%v", err)
+			}
 			if err := c.end(s, replaced); err != nil {
 				return err
 			}
@@ -255,6 +287,14 @@ func (c *Collector) Poll(final bool) error {
 	}
 	return nil
 }
+
+// A poll drains each ring drainSlice records at a time, in turn, for at
+// most drainRounds rounds (4 M records a ring: more than a 64 MiB ring
+// holds).
+const (
+	drainSlice  = 1024
+	drainRounds = 4096
+)
 
 // Close releases the rings and symbol files.
 func (c *Collector) Close() {
@@ -349,16 +389,18 @@ func processAlive(pid int) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-func (c *Collector) drain(s *stream) error {
+// drain writes up to max of a stream's records (0: all there are) and
+// returns how many it read.
+func (c *Collector) drain(s *stream, max int) (int, error) {
 	if err := c.announce(s); err != nil {
-		return err
+		return 0, err
 	}
 	if s.corrupt {
-		return nil
+		return 0, nil
 	}
 	var werr error
 	flush := false // a program's mark: whoever waits for it reads the file now
-	_, err := s.r.Drain(func(rec *ring.Record) {
+	n, err := s.r.DrainN(max, func(rec *ring.Record) {
 		if werr != nil {
 			return
 		}
@@ -405,15 +447,15 @@ func (c *Collector) drain(s *stream) error {
 		werr = c.w.Flush()
 	}
 	if werr != nil {
-		return fmt.Errorf("collect: %w", werr)
+		return n, fmt.Errorf("collect: %w", werr)
 	}
 	if err != nil {
 		// The target is never stopped for this: its later records are dropped
 		// and counted by the library once the ring is full.
 		s.corrupt = true
-		return fmt.Errorf("collect: pid %d: %w; the rest of its ring is not read", s.hdr.PID, err)
+		return n, fmt.Errorf("collect: pid %d: %w; the rest of its ring is not read", s.hdr.PID, err)
 	}
-	return nil
+	return n, nil
 }
 
 // module notes a loaded module. Its Mapping record is written before the

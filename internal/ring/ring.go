@@ -276,12 +276,17 @@ func (r *Ring) word(pos uint64) *uint64 {
 // counted in Malformed. A record header whose length cannot be trusted ends
 // the drain with an error: nothing after it can be framed, so the ring is not
 // consumed past it.
-func (r *Ring) Drain(fn func(*Record)) (int, error) {
+func (r *Ring) Drain(fn func(*Record)) (int, error) { return r.DrainN(0, fn) }
+
+// DrainN is Drain stopping after max records (0: no limit), malformed
+// ones included, so that several rings can be drained a slice each in turn.
+func (r *Ring) DrainN(max int, fn func(*Record)) (int, error) {
 	tail := atomic.LoadUint64(r.u64(offTail))
 	head := atomic.LoadUint64(r.u64(offHead))
-	n := 0
+	n, seen := 0, 0
 	var rec Record
-	for tail < head {
+	for tail < head && (max == 0 || seen < max) {
+		seen++
 		hdr := atomic.LoadUint64(r.word(tail))
 		if hdr == 0 {
 			break

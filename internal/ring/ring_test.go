@@ -386,3 +386,29 @@ func TestDrainOriginRecords(t *testing.T) {
 		t.Errorf("unattributed ALLOC: %+v", u)
 	}
 }
+
+// DrainN consumes at most its limit, in order, and the next call goes on
+// where it stopped, so that rings can be drained a slice each in turn.
+func TestDrainNSlices(t *testing.T) {
+	w := newWriter(1 << 12)
+	for i := range 10 {
+		w.record(RecFree, 0, 0, []uint64{uint64(100 + i), 0x10 * uint64(i+1), 7}, true)
+	}
+	r, err := Open(w.file(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var times []int64
+	for _, want := range []int{4, 4, 2, 0} {
+		n, err := r.DrainN(4, func(rec *Record) { times = append(times, rec.TimeNano) })
+		if err != nil || n != want {
+			t.Fatalf("DrainN(4) = %d, %v; want %d", n, err, want)
+		}
+	}
+	for i, ts := range times {
+		if ts != int64(100+i) {
+			t.Fatalf("record %d: time %d, want %d (in order, none twice)", i, ts, 100+i)
+		}
+	}
+}
