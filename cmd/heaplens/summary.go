@@ -89,9 +89,9 @@ func (e *tooLarge) Error() string {
 // summarize summarises a capture. It streams the capture's events
 // (heap.Summarize), taking memory in proportion to the live heap's
 // samples and the stacks, not to the run's length, unless they are so far
-// from time order that most would be held back anyway (several processes
-// at work at once, whose rings the agent drains in turn), when it replays
-// them from memory if that fits. With what was seen written, it reads the
+// from time order that much would be held back anyway (several processes
+// at work at once, a new ring's first records read at the agent's next
+// poll), when it replays them from memory if that fits. With what was seen written, it reads the
 // file once; should the file differ (a write failed), it reads it again
 // from the start. A damaged capture is summarised up to the damage, and
 // the *capture.CorruptError returned with the summary.

@@ -14,18 +14,7 @@ import (
 // takes memory in proportion to the run's stacks rather than its samples.
 // A replay then reads the events again with ScanEvents (heap.Summarize).
 // The Record event gets is reused by the next call.
-func LoadEvents(path string, event func(*Record)) (*Capture, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("capture: %w", err)
-	}
-	defer f.Close()
-	c, err := readAll(bufio.NewReaderSize(f, 1<<20), 0, true, event)
-	if c != nil {
-		c.Resolve()
-	}
-	return c, pathError(path, err)
-}
+func LoadEvents(path string, event func(*Record)) (*Capture, error) { return loadFile(path, event) }
 
 // A Skeleton keeps, as a Writer writes a capture (it is its Observer),
 // what LoadEvents would read back: every record but the events, which go

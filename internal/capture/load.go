@@ -80,7 +80,10 @@ func NewCapture() *Capture {
 // Load reads the capture file at path. On a damaged file it returns
 // everything read before the damage together with a *CorruptError, so
 // callers can report what is missing and still use the rest.
-func Load(path string) (*Capture, error) {
+func Load(path string) (*Capture, error) { return loadFile(path, nil) }
+
+// loadFile is Load, or LoadEvents with event.
+func loadFile(path string, event func(*Record)) (*Capture, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("capture: %w", err)
@@ -90,7 +93,7 @@ func Load(path string) (*Capture, error) {
 	if st, err := f.Stat(); err == nil {
 		hint = st.Size()
 	}
-	c, err := readAll(bufio.NewReaderSize(f, 1<<20), hint, true, nil)
+	c, err := readAll(bufio.NewReaderSize(f, 1<<20), hint, true, event)
 	if c != nil {
 		c.Resolve()
 	}

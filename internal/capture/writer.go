@@ -58,12 +58,15 @@ type bodyObserver interface {
 }
 
 // observe hands w.rec, whose body is in w.scratch, to the observer.
-func (w *Writer) observe() {
-	if o, ok := w.obs.(bodyObserver); ok {
-		o.observeBody(&w.rec, w.scratch)
+func (w *Writer) observe() { observeOne(w.obs, &w.rec, w.scratch) }
+
+// observeOne hands a record to o, with its body if o takes bodies.
+func observeOne(o Observer, r *Record, body []byte) {
+	if b, ok := o.(bodyObserver); ok {
+		b.observeBody(r, body)
 		return
 	}
-	w.obs.Observe(&w.rec)
+	o.Observe(r)
 }
 
 // Observers returns an Observer that hands every record to each of os.
@@ -79,11 +82,7 @@ func (os observers) Observe(r *Record) {
 
 func (os observers) observeBody(r *Record, body []byte) {
 	for _, o := range os {
-		if b, ok := o.(bodyObserver); ok {
-			b.observeBody(r, body)
-		} else {
-			o.Observe(r)
-		}
+		observeOne(o, r, body)
 	}
 }
 

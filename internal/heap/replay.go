@@ -256,21 +256,30 @@ func newReplayer(c *capture.Capture, opt Options) *replayer {
 	if mixed {
 		r.perStreamKind = make([][nKinds]float64, len(streams))
 	}
-	// A stream ends no earlier than its last record: an End without a time,
-	// or a damaged one, cannot take records away from it.
 	last := make([]int64, len(streams))
 	for k := range ev.len() {
 		e := ev.at(k)
 		last[e.si] = max(last[e.si], e.time(c))
 	}
+	r.ends = streamEnds(c, streams, last, r.endedAt)
+	return r
+}
+
+// streamEnds returns the Ends of the streams (by stream index, last: the
+// time of each one's last event) in time order, and sets every endedAt to
+// math.MaxInt32: none has ended yet. A stream ends no earlier than its last
+// record: an End without a time, or a damaged one, cannot take records
+// away from it.
+func streamEnds(c *capture.Capture, streams []uint32, last []int64, endedAt []int32) []streamEnd {
+	var ends []streamEnd
 	for si, s := range streams {
-		r.endedAt[si] = math.MaxInt32
+		endedAt[si] = math.MaxInt32
 		if e := c.Ends[s]; e != nil {
-			r.ends = append(r.ends, streamEnd{max(e.TimeNano, last[si]), uint32(si)})
+			ends = append(ends, streamEnd{max(e.TimeNano, last[si]), uint32(si)})
 		}
 	}
-	slices.SortStableFunc(r.ends, func(a, b streamEnd) int { return cmp.Compare(a.time, b.time) })
-	return r
+	slices.SortStableFunc(ends, func(a, b streamEnd) int { return cmp.Compare(a.time, b.time) })
+	return ends
 }
 
 // endUntil ends the streams whose End is stamped at or before t.

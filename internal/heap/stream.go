@@ -1,7 +1,6 @@
 package heap
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -129,9 +128,9 @@ func keyOf(rec *capture.Record) (evKey, bool) {
 }
 
 // maxHeld is the most events Summarize holds back to put a capture's
-// events in replay order (~100 MiB). Records leave the agent nearly in
-// time order (one ring per process, each drained in turn): captures that
-// stray further are refused (ErrReorder).
+// events in replay order (~100 MiB). Records leave the agent near time
+// order (a slice of each process's ring in turn): captures that stray
+// further are refused (ErrReorder).
 var maxHeld = 1 << 20
 
 // ErrReorder says a capture's events are too far from time order to be
@@ -194,11 +193,7 @@ func Summarize(c *capture.Capture, pre *Prescan, scan func(fn func(*capture.Reco
 			return nil, err
 		}
 	}
-	s.Peak.At, s.Peak.HeapAt = pk.at, pk.bytes
-	if pk.k == 0 {
-		s.Peak.At = start
-	}
-	s.Peak.UnmatchedFrees, s.Peak.LostFrees = pk.unmatched, pk.lost
+	pk.stamp(s.Peak)
 	return s, nil
 }
 
@@ -292,15 +287,12 @@ func newStreamer(c *capture.Capture, pre *Prescan, start int64) *streamer {
 	n := len(pre.streams)
 	r := &streamer{c: c, pre: pre, w: newWeigher(c.Meta.Rate), start: start, live: newLiveSet(), readTop: math.MinInt64,
 		perStream: make([]float64, n), endedAt: make([]int32, n)}
-	for si, s := range pre.streams {
-		r.endedAt[si] = math.MaxInt32
-		if e := c.Ends[s]; e != nil {
-			r.ends = append(r.ends, streamEnd{max(e.TimeNano, pre.last[si]), uint32(si)})
-		}
-	}
-	slices.SortStableFunc(r.ends, func(a, b streamEnd) int { return cmp.Compare(a.time, b.time) })
+	r.ends = streamEnds(c, pre.streams, pre.last, r.endedAt)
 	return r
 }
+
+// more reports whether the replay applies more events (stop).
+func (r *streamer) more() bool { return r.stop == 0 || r.next < r.stop }
 
 // read takes the next event read from the capture; false: enough read.
 func (r *streamer) read(rec *capture.Record) bool {
@@ -330,7 +322,7 @@ func (r *streamer) read(rec *capture.Record) bool {
 	e.si = si
 	if r.pre.sorted {
 		r.apply(&e)
-		return r.stop == 0 || r.next < r.stop
+		return r.more()
 	}
 	// Nothing read later lies more than late behind an event read before
 	// it: what lies further behind the latest event read is safe to apply.
@@ -339,10 +331,10 @@ func (r *streamer) read(rec *capture.Record) bool {
 		return false // finish reports it
 	}
 	r.readTop = max(r.readTop, e.key.t)
-	for r.held.n > 0 && uint64(r.readTop)-uint64(r.held.min().key.t) > r.pre.late && (r.stop == 0 || r.next < r.stop) {
+	for r.held.n > 0 && uint64(r.readTop)-uint64(r.held.min().key.t) > r.pre.late && r.more() {
 		r.apply(r.held.pop())
 	}
-	return r.stop == 0 || r.next < r.stop
+	return r.more()
 }
 
 // finish applies the events held back.
@@ -353,7 +345,7 @@ func (r *streamer) finish() error {
 	if r.held.n > maxHeld {
 		return ErrReorder
 	}
-	for r.held.n > 0 && (r.stop == 0 || r.next < r.stop) {
+	for r.held.n > 0 && r.more() {
 		r.apply(r.held.pop())
 	}
 	if r.pend.ok {

@@ -186,12 +186,17 @@ func (rp *Replay) Peak(opt Options) *Profile {
 		}
 	}
 	p := rp.snapshot("peak", opt, rp.liveAt(pk.k, gone))
+	pk.stamp(p)
+	return p
+}
+
+// stamp gives a peak view its moment, heap and the replay's counts then.
+func (pk peak) stamp(p *Profile) {
 	p.At, p.HeapAt = pk.at, pk.bytes
 	if pk.k == 0 {
 		p.At = p.Start
 	}
 	p.UnmatchedFrees, p.LostFrees = pk.unmatched, pk.lost
-	return p
 }
 
 // Temporary is the temporary view of the replay (see the function
