@@ -1,9 +1,11 @@
 /*
  * What glibc's malloc holds, as mallinfo2 says: bytes in its arenas, in use
  * and free, and its own mappings. Sent now and then as a MALLINFO record
- * from the sampler's slow path, where this thread holds no allocator lock,
- * so that reports can tell the heap's live blocks from the free memory the
- * allocator keeps (docs/views.md, "Where RSS goes").
+ * once a sampled allocation is recorded, where this thread holds no
+ * allocator lock, with that record's time (no clock read of its own: at
+ * --rate 1 every allocation is sampled), so that reports can tell the
+ * heap's live blocks from the free memory the allocator keeps
+ * (docs/views.md, "Where RSS goes").
  *
  * mallinfo2 takes each arena's lock in turn and walks its free lists, so
  * its cost grows with fragmentation. The next call waits at least 1 s and
@@ -32,12 +34,11 @@ void heapstats_init(void)
 /* A fork child starts afresh: the thread that was taking stats is gone. */
 void heapstats_atfork_child(void) { next_at = 0; }
 
-void heapstats_maybe(void)
+void heapstats_maybe(int64_t now)
 {
 	if (!info || !RELAXED(g.ring))
 		return;
 	int64_t due = __atomic_load_n(&next_at, __ATOMIC_RELAXED);
-	int64_t now = now_ns(CLOCK_MONOTONIC);
 	if (now < due || !__atomic_compare_exchange_n(&next_at, &due, INT64_MAX, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return;
 	tls.busy++;

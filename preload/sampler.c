@@ -75,7 +75,6 @@ COLD int sample_slow(size_t n)
 		tls.remaining = IDLE_GAP;
 		return 0;
 	}
-	heapstats_maybe();
 	int pending = __atomic_load_n(&py_pending, __ATOMIC_RELAXED) && !RELAXED(g.no_python);
 	if (pending) {
 		tls.busy++;
@@ -139,10 +138,10 @@ static uint64_t stack_hash(uint32_t flags)
  * both, compared. 1: every frame is in a module the agent knows (the
  * tables' walk found them all).
  */
-static int walk_native(struct hl_ring_header *h)
+static int walk_native(struct hl_ring_header *h, const struct walk_start *from)
 {
 #ifndef HEAPLENS_ATTACH
-	if (table_walk(tls.stack_top)) {
+	if (table_walk(tls.stack_top, from)) {
 		__atomic_fetch_add(&h->unwind_tables, 1, __ATOMIC_RELAXED);
 		if (!g.unwind_check)
 			return 1;
@@ -154,6 +153,8 @@ static int walk_native(struct hl_ring_header *h)
 			__atomic_fetch_add(&h->unwind_differed, 1, __ATOMIC_RELAXED);
 		return 0;
 	}
+#else
+	(void)from;
 #endif
 	__atomic_fetch_add(&h->unwind_libgcc, 1, __ATOMIC_RELAXED);
 	libgcc_walk();
@@ -166,10 +167,10 @@ static int walk_native(struct hl_ring_header *h)
  * every pc (the caller sends the code objects: a stack sent by ref needs
  * none). Returns the ALLOC/ORIGIN flags.
  */
-static uint32_t take_stack(struct hl_ring_header *h, int walked)
+static uint32_t take_stack(struct hl_ring_header *h, int walked, const struct walk_start *from)
 {
 	tls.nframes = 0;
-	int known = !RELAXED(g.no_unwind) && walk_native(h);
+	int known = !RELAXED(g.no_unwind) && walk_native(h, from);
 	py_check_final();
 	if (!walked)
 		py_walk();
@@ -278,14 +279,16 @@ void stacks_atfork_child(void) {}
 
 COLD void record_alloc(void *p, size_t n, int func)
 {
+	struct walk_start from = WALK_START();
 	int saved = errno;
+	int64_t now;
 	struct countdown cd = pause_sampling(); /* what the unwinder allocates is not the program's */
 	struct hl_ring_header *h = __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE);
 	if (!h) {
 		__atomic_fetch_add(&g.early_drops, 1, __ATOMIC_RELAXED); /* sampled before the ring existed */
 		goto out;
 	}
-	uint32_t flags = take_stack(h, 0);
+	uint32_t flags = take_stack(h, 0, &from);
 	uint64_t token = 0;
 	uint32_t method = (uint32_t)pool_origin(&token);
 	flags |= method << HL_ALLOC_METHOD_SHIFT;
@@ -306,7 +309,8 @@ COLD void record_alloc(void *p, size_t n, int func)
 	}
 	if (flags & HL_ALLOC_TRUNCATED)
 		__atomic_fetch_add(&h->truncated_stacks, 1, __ATOMIC_RELAXED);
-	ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
+	now = now_ns(CLOCK_MONOTONIC);
+	ring_put(pos + 8, (uint64_t)now);
 	ring_put(pos + 16, (uint64_t)(uintptr_t)p);
 	ring_put(pos + 24, n);
 	ring_put(pos + 32, (uint64_t)tid() | (uint64_t)flags << 32 | npy << 48);
@@ -317,6 +321,7 @@ COLD void record_alloc(void *p, size_t n, int func)
 	else
 		put_stack(pos + body);
 	ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_ALLOC, (uint32_t)func, (uint32_t)nf));
+	heapstats_maybe(now);
 out:
 	resume_sampling(cd);
 	errno = saved;
@@ -332,9 +337,10 @@ COLD void record_origin(uint64_t token, int walked)
 	struct hl_ring_header *h = __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE);
 	if (!h)
 		return;
+	struct walk_start from = WALK_START();
 	int saved = errno;
 	struct countdown cd = pause_sampling();
-	uint32_t flags = take_stack(h, walked);
+	uint32_t flags = take_stack(h, walked, &from);
 	if (tls.npy)
 		py_emit_codes();
 	uint64_t len = 32 + 8 * stack_words(), pos;

@@ -175,22 +175,29 @@ static inline int rule_at(uintptr_t pc, struct walk_module *w, uint32_t *rule)
 
 /*
  * Walks this thread's stack into tls.frames, skipping the library's own
- * frames. Returns 1 when it reached the outermost frame (or the frame
+ * frames: from the frame from describes, or from here if from is NULL. Returns 1 when it reached the outermost frame (or the frame
  * limit), 0 when a frame has no rule it follows or does not look like a
  * frame: the caller then asks libgcc. It reads only below top, the
  * outermost CFA libgcc found on this stack: a table that does not describe
  * the code (a module unloaded and its addresses reused) can give wrong
  * frames, never a read outside the stack.
  */
-__attribute__((noinline)) int table_walk(uintptr_t top)
+__attribute__((noinline)) int table_walk(uintptr_t top, const struct walk_start *from)
 {
-	uintptr_t pc, sp, bp;
-	/* The row at this pc describes the frame as it is here: nothing in between moves rsp. */
-	__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(sp), "=r"(bp));
+	uintptr_t pc, sp, bp, look;
 	uintptr_t self_lo = RELAXED(g.self_lo), self_len = RELAXED(g.self_hi) - self_lo;
 	uint32_t n = 0, rule;
+	if (from) {
+		pc = from->pc, sp = from->sp, bp = from->bp, look = pc - 1;
+		if (pc - self_lo >= self_len)
+			tls.frames[n++] = pc;
+	} else {
+		/* The row at this pc describes the frame as it is here: nothing in between moves rsp. */
+		__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(sp), "=r"(bp));
+		look = pc;
+	}
 	struct walk_module w = {0};
-	for (uintptr_t look = pc;; look = pc - 1) {
+	for (;; look = pc - 1) {
 		/* A thread's stacks share most frames: a small cache of rules by address first. */
 		size_t c = (size_t)((look * 0x9e3779b97f4a7c15ull) >> 56);
 		if (tls.rule_pc[c] == look)
