@@ -322,7 +322,7 @@ func TestHeaderErrors(t *testing.T) {
 	}{
 		{"wrong magic", hdr("HEAPLENZ", 1, 0), "not a heaplens capture", false},
 		{"text file", []byte("hello world, this is text"), "not a heaplens capture", false},
-		{"newer version", hdr(Magic, 2, 0), "capture format version 2 is newer than this heaplens supports (1)", false},
+		{"newer version", hdr(Magic, 3, 0), "capture format version 3 is newer than this heaplens supports (2)", false},
 		{"version 0", hdr(Magic, 0, 0), "not a heaplens capture", false},
 		{"flags", hdr(Magic, 1, 4), "header flags 0x4", false},
 		{"empty", nil, "file ends after 0 of 16 header bytes", true},
@@ -363,7 +363,7 @@ func TestUnknownRecordsAndAppendedFields(t *testing.T) {
 	w.Close()
 	free := &Free{Stream: 1, TID: 2, TimeNano: 3, Addr: 4}
 	// A Free with two extra fields a newer writer appended.
-	body := appendFree(nil, free)
+	body := appendFree(nil, free, &eventBase{})
 	body = binary.AppendUvarint(body, 99)
 	body = appendString(body, "future")
 	var payload []byte
@@ -385,7 +385,7 @@ func TestUnknownRecordsAndAppendedFields(t *testing.T) {
 }
 
 func TestBadRecords(t *testing.T) {
-	good := rawRecord(RecFree, appendFree(nil, &Free{Stream: 1, Addr: 5}))
+	good := rawRecord(RecFree, appendFree(nil, &Free{Stream: 1, Addr: 5}, &eventBase{}))
 	tests := []struct {
 		name string
 		rec  []byte
@@ -717,7 +717,7 @@ func TestDump(t *testing.T) {
 	}
 	got := out.String()
 	for _, want := range []string{
-		"heaplens capture, format version 1\n",
+		"heaplens capture, format version 2\n",
 		`Meta     version=1 heaplens="0.1.0-dev" rate=524288`,
 		`Process  stream=3 pid=4242 ppid=1`,
 		`Location id=11 kind=native mapping=7 address=0x7f0000001234 lines=["inlined_helper" "/src/a.c":10; "outer" "":0; "neg" "x.h":-1]`,

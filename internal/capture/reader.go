@@ -110,9 +110,10 @@ type Reader struct {
 	shortened  int   // names cut to MaxName
 	inChunk    bool  // payload holds a chunk whose records are being read
 
-	comp    []byte // compressed payload, reused
-	payload []byte // decompressed payload, reused
-	pos     int    // next record in payload
+	comp    []byte    // compressed payload, reused
+	payload []byte    // decompressed payload, reused
+	pos     int       // next record in payload
+	base    eventBase // the chunk's last event so far (version 2)
 
 	rec     Record
 	skipped int
@@ -172,7 +173,7 @@ func NewReader(r io.Reader) (*Reader, error) {
 		return nil, fmt.Errorf("capture format version %d is newer than this heaplens supports (%d)", version, Version)
 	case flags != 0:
 		// Flags announce changes an older reader would misread; none are
-		// defined in version 1.
+		// defined.
 		return nil, fmt.Errorf("capture uses header flags %#x that this heaplens does not support", flags)
 	}
 	return &Reader{r: r, version: version, off: HeaderSize}, nil
@@ -290,9 +291,9 @@ func (r *Reader) decode(t RecordType, body []byte) (*Record, error) {
 		rec.Stack = new(Stack)
 		err = decodeStack(body, rec.Stack)
 	case RecAlloc:
-		err = decodeAlloc(body, &rec.Alloc)
+		err = decodeAlloc(body, &rec.Alloc, r.eventBase())
 	case RecFree:
-		err = decodeFree(body, &rec.Free)
+		err = decodeFree(body, &rec.Free, r.eventBase())
 	case RecEnd:
 		rec.End = new(End)
 		err = decodeEnd(body, rec.End)
@@ -316,6 +317,15 @@ func (r *Reader) decode(t RecordType, body []byte) (*Record, error) {
 		return nil, err
 	}
 	return rec, nil
+}
+
+// eventBase is what events are decoded relative to: nil (whole values) in
+// version 1.
+func (r *Reader) eventBase() *eventBase {
+	if r.version < 2 {
+		return nil
+	}
+	return &r.base
 }
 
 // readChunk reads, checks and decompresses the next chunk into r.payload.
@@ -346,6 +356,7 @@ func (r *Reader) readChunk() error {
 	}
 	r.pos = 0
 	r.inChunk = true
+	r.base = eventBase{}
 	return nil
 }
 
