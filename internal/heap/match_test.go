@@ -10,7 +10,8 @@ import (
 
 // TestMatchShards matches a churning capture of two streams, with
 // addresses reused, frees of blocks never seen and lost frees, in 1, 2 and
-// 4 shards, and checks each against a plain map of what is live.
+// 4 shards, and checks each against a plain map of what is live, whole
+// and as far as upTo waited while the shards go on.
 func TestMatchShards(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 5))
 	c := capture.NewCapture()
@@ -60,5 +61,14 @@ func TestMatchShards(t *testing.T) {
 		if got := matchIn(c, &ev, n); !slices.Equal(got, want) {
 			t.Errorf("%d shards: the matching differs from a map's", n)
 		}
+		// Followed as a replay follows it: what upTo waited for is final.
+		m := startMatch(c, &ev, n)
+		for k := 0; k < ev.len(); k += 10_007 {
+			m.upTo(k)
+			if !slices.Equal(m.ended[:k], want[:k]) {
+				t.Fatalf("%d shards: after upTo(%d), the matching below differs from a map's", n, k)
+			}
+		}
+		m.upTo(ev.len())
 	}
 }

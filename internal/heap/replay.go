@@ -212,7 +212,8 @@ type replayer struct {
 	ev      eventList
 	streams []uint32 // stream of each stream index
 	next    int      // index of the next event to apply
-	ended   []int32  // by event: 1 + the Capture.Allocs index of the allocation it ends, 0 if none (match)
+	match   *matching
+	ended   []int32 // by event: 1 + the Capture.Allocs index of the allocation it ends, 0 if none (match); complete up to where gather waited
 	// gathered holds, for the events from gatheredAt on, the size and
 	// function of the allocation each ends (gather).
 	gathered   []endedAlloc
@@ -250,8 +251,9 @@ type streamEnd struct {
 
 func newReplayer(c *capture.Capture, opt Options) *replayer {
 	ev, streams, mixed := events(c, opt)
+	m := match(c, &ev)
 	r := &replayer{c: c, w: newWeigher(c.Meta.Rate), ev: ev, streams: streams,
-		ended: match(c, &ev), perStream: make([]float64, len(streams)), endedAt: make([]int32, len(streams)),
+		match: m, ended: m.ended, perStream: make([]float64, len(streams)), endedAt: make([]int32, len(streams)),
 		mixed: mixed}
 	if mixed {
 		r.perStreamKind = make([][nKinds]float64, len(streams))
@@ -342,6 +344,7 @@ func (r *replayer) gather() {
 	}
 	r.gatheredAt = r.next
 	n := min(gatherBatch, r.ev.len()-r.next)
+	r.match.upTo(r.next + n)
 	for j, ref := range r.ended[r.next : r.next+n] {
 		if ref != 0 {
 			a := &r.c.Allocs[ref-1]
