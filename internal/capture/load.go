@@ -384,13 +384,25 @@ func (c *Capture) Check() []string {
 			}
 		}
 	}
+	// Events come in runs of one stream and often one stack: the last known
+	// ones are not looked up again (maps, by the million).
+	var knownStack uint64
+	knownStream := ^uint64(0)
 	for i := range c.Allocs {
 		a := &c.Allocs[i]
-		if a.StackID != 0 && c.Stacks[a.StackID] == nil {
-			note("allocs name an unknown stack", fmt.Sprintf("alloc %d, stack %d", i, a.StackID))
+		if a.StackID != 0 && a.StackID != knownStack {
+			if c.Stacks[a.StackID] == nil {
+				note("allocs name an unknown stack", fmt.Sprintf("alloc %d, stack %d", i, a.StackID))
+			} else {
+				knownStack = a.StackID
+			}
 		}
-		if !streams[a.Stream] {
-			note("allocs name an unknown stream", fmt.Sprintf("alloc %d, stream %d", i, a.Stream))
+		if uint64(a.Stream) != knownStream {
+			if !streams[a.Stream] {
+				note("allocs name an unknown stream", fmt.Sprintf("alloc %d, stream %d", i, a.Stream))
+			} else {
+				knownStream = uint64(a.Stream)
+			}
 		}
 	}
 	// Events LoadEvents handed on count once per stack or stream they name.
@@ -410,8 +422,12 @@ func (c *Capture) Check() []string {
 		}
 	}
 	for i := range c.Frees {
-		if !streams[c.Frees[i].Stream] {
-			note("frees name an unknown stream", fmt.Sprintf("free %d, stream %d", i, c.Frees[i].Stream))
+		if s := c.Frees[i].Stream; uint64(s) != knownStream {
+			if !streams[s] {
+				note("frees name an unknown stream", fmt.Sprintf("free %d, stream %d", i, s))
+			} else {
+				knownStream = uint64(s)
+			}
 		}
 	}
 	for _, s := range slices.Sorted(maps.Keys(c.Ends)) {

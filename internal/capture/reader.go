@@ -119,11 +119,15 @@ type Reader struct {
 	skipped int
 	err     error
 
-	// With ReadAhead: chunks come from ahead, and decoded payloads go back
-	// to the reading goroutine through spare; stop ends it.
+	// With ReadAhead: chunks come from ahead, and their buffers go back to
+	// the reading goroutine through spare once read; stop ends it.
 	ahead chan chunk
-	spare chan []byte
+	spare chan chunk
 	stop  chan struct{}
+	pre   []decodedEvent // the chunk's events ReadAhead decoded
+	npre  int            // pre[:npre] are read
+	// recEvent: rec holds an event, so no field but Type, Alloc and Free is set.
+	recEvent bool
 }
 
 // decoder is shared: DecodeAll is safe for concurrent use and a Decoder
@@ -202,6 +206,9 @@ func (r *Reader) Next() (*Record, error) {
 			r.err = r.readChunk()
 			continue
 		}
+		if r.npre < len(r.pre) && int(r.pre[r.npre].start) == r.pos {
+			return r.decoded(), nil
+		}
 		t, body, err := r.split()
 		if err != nil {
 			r.err = r.corrupt(BadRecord, err)
@@ -220,20 +227,48 @@ func (r *Reader) Next() (*Record, error) {
 	return nil, r.err
 }
 
+// decoded returns the next event that ReadAhead decoded.
+func (r *Reader) decoded() *Record {
+	e := &r.pre[r.npre]
+	r.npre++
+	r.pos = int(e.end)
+	r.base = eventBase{e.a.TimeNano, e.a.Addr} // for Next, should it decode the next event itself
+	rec := &r.rec
+	if !r.recEvent { // clear what another record left (an event leaves only these fields)
+		*rec = Record{}
+		r.recEvent = true
+	}
+	rec.Type = RecordType(r.payload[e.start])
+	if rec.Type == RecAlloc {
+		rec.Alloc, rec.Free = e.a, Free{}
+	} else {
+		rec.Alloc, rec.Free = Alloc{}, Free{Stream: e.a.Stream, TID: e.a.TID, TimeNano: e.a.TimeNano, Addr: e.a.Addr}
+	}
+	return rec
+}
+
 // split cuts the next record (type, body) out of the payload.
 func (r *Reader) split() (RecordType, []byte, error) {
-	start := r.pos
-	t := RecordType(r.payload[r.pos])
-	n, k := binary.Uvarint(r.payload[r.pos+1:])
+	t, body, next, err := splitAt(r.payload, r.pos)
+	if err == nil {
+		r.pos = next
+	}
+	return t, body, err
+}
+
+// splitAt cuts the record at pos (type, body) out of payload and returns
+// where the next one starts.
+func splitAt(payload []byte, pos int) (RecordType, []byte, int, error) {
+	t := RecordType(payload[pos])
+	n, k := binary.Uvarint(payload[pos+1:])
 	if k <= 0 {
-		return 0, nil, fmt.Errorf("record at payload byte %d: malformed body length", start)
+		return 0, nil, 0, fmt.Errorf("record at payload byte %d: malformed body length", pos)
 	}
-	p := r.pos + 1 + k
-	if n > MaxRecordBody || n > uint64(len(r.payload)-p) {
-		return 0, nil, fmt.Errorf("%v record at payload byte %d: body length %d: %w", t, start, n, errBodySize)
+	p := pos + 1 + k
+	if n > MaxRecordBody || n > uint64(len(payload)-p) {
+		return 0, nil, 0, fmt.Errorf("%v record at payload byte %d: body length %d: %w", t, pos, n, errBodySize)
 	}
-	r.pos = p + int(n)
-	return t, r.payload[p:r.pos], nil
+	return t, payload[p : p+int(n)], p + int(n), nil
 }
 
 // MaxName bounds the function, source file and module names a reader keeps:
@@ -268,6 +303,7 @@ func (r *Reader) Shortened() int { return r.shortened }
 func (r *Reader) decode(t RecordType, body []byte) (*Record, error) {
 	rec := &r.rec
 	*rec = Record{Type: t}
+	r.recEvent = t == RecAlloc || t == RecFree
 	var err error
 	switch t {
 	case RecMeta:
@@ -334,7 +370,7 @@ func (r *Reader) readChunk() error {
 	var ch chunk
 	if r.ahead != nil {
 		if r.payload != nil {
-			r.spare <- r.payload // the previous chunk's, decoded
+			r.spare <- chunk{payload: r.payload, events: r.pre[:0]} // the previous chunk's, read
 		}
 		var ok bool
 		if ch, ok = <-r.ahead; !ok {
@@ -345,6 +381,7 @@ func (r *Reader) readChunk() error {
 		r.comp = ch.comp
 	}
 	r.chunkOff, r.off, r.payload = ch.off, ch.end, ch.payload
+	r.pre, r.npre = ch.events, 0
 	if ch.err != nil {
 		if ch.kind != 0 {
 			return r.corrupt(ch.kind, ch.err)
@@ -366,6 +403,7 @@ func (r *Reader) readChunk() error {
 type chunk struct {
 	off, end      int64 // file offsets of its header and of what follows it
 	comp, payload []byte
+	events        []decodedEvent // with ReadAhead, its first events
 	kind          CorruptKind
 	err           error
 }
@@ -414,29 +452,36 @@ func fetch(rd io.Reader, off int64, comp, payload []byte) chunk {
 	return ch
 }
 
-// ReadAhead makes the Reader read and decompress chunks on another
-// goroutine while the caller decodes records: loading a large capture then
-// takes the time of the slower of the two instead of their sum. Close
-// stops that goroutine. It must be called before the first Next.
+// ReadAhead makes the Reader read and decompress chunks, and decode their
+// events, on another goroutine while the caller works on the records:
+// loading a large capture then takes the time of the slower of the two
+// instead of their sum. Close stops that goroutine. It must be called
+// before the first Next.
 func (r *Reader) ReadAhead() {
 	// One chunk waits while the next is read: with the one being decoded,
 	// three payloads of at most MaxChunkPayload (real chunks: ~1 MiB).
 	const depth = 1
 	r.ahead = make(chan chunk, depth)
-	r.spare = make(chan []byte, depth+2)
+	r.spare = make(chan chunk, depth+2)
 	r.stop = make(chan struct{})
-	go func(rd io.Reader, off int64) {
+	go func(rd io.Reader, off int64, version uint32) {
 		defer close(r.ahead)
 		var comp []byte
 		for {
-			var payload []byte
+			var spare chunk
 			select {
-			case payload = <-r.spare:
+			case spare = <-r.spare:
 			default:
 			}
-			ch := fetch(rd, off, comp, payload)
+			ch := fetch(rd, off, comp, spare.payload)
 			comp, off = ch.comp, ch.end
 			ch.comp = nil
+			if ch.err == nil {
+				if spare.events == nil { // at full size at once: a buffer grown by appends leaves garbage
+					spare.events = make([]decodedEvent, 0, maxDecodedEvents)
+				}
+				ch.events = decodeEvents(ch.payload, version, spare.events)
+			}
 			select {
 			case r.ahead <- ch:
 			case <-r.stop:
@@ -446,7 +491,7 @@ func (r *Reader) ReadAhead() {
 				return
 			}
 		}
-	}(r.r, r.off)
+	}(r.r, r.off, r.version)
 }
 
 // Close stops reading ahead (ReadAhead); the Reader must not be used after

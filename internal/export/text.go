@@ -174,7 +174,10 @@ func plusMinus(rate uint64, v float64) string {
 func sampledStreams(c *capture.Capture) map[uint32]bool {
 	m := map[uint32]bool{}
 	for i := range c.Allocs {
-		m[c.Allocs[i].Stream] = true
+		// Runs of one stream are the rule: a map write per run, not per allocation.
+		if s := c.Allocs[i].Stream; i == 0 || s != c.Allocs[i-1].Stream {
+			m[s] = true
+		}
 	}
 	return m
 }
