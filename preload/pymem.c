@@ -418,9 +418,12 @@ void py_try_install(void)
 /* At each record: a domain that no longer runs through our hooks (tracemalloc stopped over them) is wrapped again. */
 void pymem_check(void)
 {
-	if (__atomic_load_n(&py_pending, __ATOMIC_ACQUIRE) || !pm.slot[0] || !pm.slot[1] || !py_running() || !py_gil_held())
+	if (__atomic_load_n(&py_pending, __ATOMIC_ACQUIRE) || !pm.slot[0] || !pm.slot[1])
 		return;
-	if (word(&pm.slot[0][1]) != (uintptr_t)pm_malloc || word(&pm.slot[1][1]) != (uintptr_t)pm_malloc)
+	/* The slots are the interpreter's static allocator structs: read without the GIL, which only settle needs. */
+	if (word(&pm.slot[0][1]) == (uintptr_t)pm_malloc && word(&pm.slot[1][1]) == (uintptr_t)pm_malloc)
+		return;
+	if (py_running() && py_gil_held())
 		settle();
 }
 
