@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -107,6 +108,11 @@ func reportCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "heaplens report: %v\n", err)
 		return 1
 	}
+	// The replay's garbage (its live table, the decoding buffers) goes
+	// before the output is built: with a heap of mostly live records no
+	// collection runs in a whole report, so garbage is resident memory
+	// (JSON of 10 M samples: 1 067 MB -> 1 024 MB, no time to see).
+	runtime.GC()
 	if err = f.Write(w, res, export.WriteOptions{Top: *top}); err == nil {
 		err = done()
 	}
