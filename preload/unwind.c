@@ -15,7 +15,7 @@
 
 #define TAB_HEADER 96u
 #define TAB_MAX_ROWS (1u << 24)
-#define TAB_RETRY_NS 50000000 /* a table the agent has not written yet: look again after 50 ms */
+#define TAB_RETRY_NS 5000000 /* a table the agent has not written yet: look again after 5 ms (an open that fails) */
 #define MAX_FRAME_SP (64u << 10)  /* kind 0: the offset field's range */
 #define MAX_FRAME_BP (16u << 20)  /* kind 1: an rbp farther up is not a frame pointer */
 
