@@ -38,9 +38,15 @@ var DebugRoots = []string{"/usr/lib/debug"}
 type File struct {
 	path    string
 	buildID string
-	syms    symtab
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// The symbol tables are read at the first lookup that needs them (one
+	// the symbol cache does not answer): a run whose pcs are all cached
+	// never reads them (a third of the agent's start-up).
+	syms      symtab
+	symsFrom  []*elf.File // the files to read them from, until then
+	symsClose *os.File    // a file open only for them, closed then
+	symsRead  bool
 	dwFile  *os.File  // the file holding DWARF (the original or its debug file) until loaded; nil if none
 	dwELF   *elf.File // dwFile parsed
 	dwTried bool      // loadDWARF has run
@@ -84,11 +90,7 @@ func openWith(path string, debugRoots []string, dfd *DebuginfodClient) (f *File,
 		osf.Close()
 		return nil, fmt.Errorf("symbolize: open %s: %w", path, err)
 	}
-	f = &File{path: path, buildID: buildID(ef)}
-	var all []symbol
-	all = appendSymbols(all, ef)
-	all = appendMiniDebugInfo(all, ef)
-
+	f = &File{path: path, buildID: buildID(ef), symsFrom: []*elf.File{ef}}
 	if hasDWARF(ef) {
 		f.dwFile, f.dwELF = osf, ef
 	} else {
@@ -102,18 +104,41 @@ func openWith(path string, debugRoots []string, dfd *DebuginfodClient) (f *File,
 			}
 		}
 		if df != nil {
-			all = appendSymbols(all, df)
+			f.symsFrom = append(f.symsFrom, df)
 			f.dwFile, f.dwELF = dosf, df
 		}
-		osf.Close()
+		f.symsClose = osf
 	}
-	f.syms = newSymtab(all)
 	if ef.Type == elf.ET_REL {
 		// Relocatable objects would need their DWARF relocated; the agent
 		// only sees loaded modules, so do not pretend.
+		f.readSymbols()
 		f.closeDWARF()
 	}
 	return f, nil
+}
+
+// readSymbols reads the symbol tables, once, and closes what was open for
+// them alone. The caller holds f.mu (or has f to itself).
+func (f *File) readSymbols() symtab {
+	if f.symsRead {
+		return f.syms
+	}
+	f.symsRead = true
+	var all []symbol
+	for i, ef := range f.symsFrom {
+		all = appendSymbols(all, ef)
+		if i == 0 {
+			all = appendMiniDebugInfo(all, ef)
+		}
+	}
+	f.syms = newSymtab(all)
+	f.symsFrom = nil
+	if f.symsClose != nil {
+		f.symsClose.Close()
+		f.symsClose = nil
+	}
+	return f.syms
 }
 
 // BuildID returns the hex NT_GNU_BUILD_ID of the file ("" if none). With a
@@ -146,7 +171,7 @@ func (f *File) Lookup(vaddr uint64) []capture.Line {
 }
 
 func (f *File) lookup(vaddr uint64) []capture.Line {
-	symName, symOK := f.syms.lookup(vaddr)
+	symName, symOK := f.readSymbols().lookup(vaddr)
 	var lines []capture.Line
 	if d := f.dwarf(); d != nil {
 		lines = d.lookup(vaddr)
@@ -170,7 +195,7 @@ func (f *File) lookup(vaddr uint64) []capture.Line {
 
 // Close releases the file, and saves new results to the symbol cache when
 // the file came from a Cache with one. Lookups after Close use only the
-// symbol table.
+// symbol table, if a lookup before read it (else they find nothing).
 func (f *File) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -180,6 +205,11 @@ func (f *File) Close() error {
 	}
 	f.dwTried = true
 	f.dw = nil
+	if f.symsClose != nil {
+		f.symsClose.Close()
+		f.symsClose = nil
+	}
+	f.symsFrom, f.symsRead = nil, true
 	return f.closeDWARF()
 }
 
