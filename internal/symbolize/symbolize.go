@@ -47,11 +47,11 @@ type File struct {
 	symsFrom  []*elf.File // the files to read them from, until then
 	symsClose *os.File    // a file open only for them, closed then
 	symsRead  bool
-	dwFile  *os.File  // the file holding DWARF (the original or its debug file) until loaded; nil if none
-	dwELF   *elf.File // dwFile parsed
-	dwTried bool      // loadDWARF has run
-	dw      *dwarfData
-	disk    *diskFile // results kept across runs (see diskcache.go); nil if none
+	dwFile    *os.File  // the file holding DWARF (the original or its debug file) until loaded; nil if none
+	dwELF     *elf.File // dwFile parsed
+	dwTried   bool      // loadDWARF has run
+	dw        *dwarfData
+	disk      *diskFile // results kept across runs (see diskcache.go); nil if none
 }
 
 // Open opens the ELF file at path and reads its symbol tables and build ID.
