@@ -54,9 +54,9 @@ type File struct {
 	disk      *diskFile // results kept across runs (see diskcache.go); nil if none
 }
 
-// Open opens the ELF file at path and reads its symbol tables and build ID.
-// DWARF, possibly from a separate debug file under DebugRoots, is read lazily
-// by Lookup.
+// Open opens the ELF file at path and reads its build ID. Its symbol tables
+// and DWARF, possibly from a separate debug file under DebugRoots, are read
+// lazily by Lookup.
 func Open(path string) (*File, error) {
 	return OpenWith(path, DebugRoots)
 }
