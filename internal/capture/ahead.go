@@ -57,9 +57,7 @@ func decodeEvents(payload []byte, version uint32, dst []decodedEvent) []decodedE
 		if version < 2 {
 			e.a.TimeNano, e.a.Addr = unzigzag(f[2]), f[3]
 		} else {
-			base.time += unzigzag(f[2])
-			base.addr += uint64(unzigzag(f[3]))
-			e.a.TimeNano, e.a.Addr = base.time, base.addr
+			e.a.TimeNano, e.a.Addr = base.next(unzigzag(f[2]), unzigzag(f[3]))
 		}
 		dst = append(dst, e)
 	}

@@ -40,10 +40,17 @@ func (e *eventBase) put(b []byte, t int64, addr uint64) []byte {
 	return b
 }
 
-// get reads what put wrote. Deltas wrap, so every value round-trips.
+// get reads what put wrote.
 func (e *eventBase) get(d *decoder) (int64, uint64) {
-	e.time += d.varint()
-	e.addr += uint64(d.varint())
+	dt := d.varint()
+	return e.next(dt, d.varint())
+}
+
+// next moves the base on by the deltas put wrote and returns the event's
+// time and address. Deltas wrap, so every value round-trips.
+func (e *eventBase) next(dt, daddr int64) (int64, uint64) {
+	e.time += dt
+	e.addr += uint64(daddr)
 	return e.time, e.addr
 }
 

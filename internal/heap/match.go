@@ -42,14 +42,7 @@ func (m *matching) upTo(k int) {
 	m.mu.Unlock()
 }
 
-// matchIn is match with n shards, a power of two, waited for.
-func matchIn(c *capture.Capture, ev *eventList, n int) []int32 {
-	m := startMatch(c, ev, n)
-	m.upTo(ev.len())
-	return m.ended
-}
-
-// startMatch starts the n shards of match.
+// startMatch starts the n shards of match, a power of two.
 func startMatch(c *capture.Capture, ev *eventList, n int) *matching {
 	m := &matching{ended: make([]int32, ev.len()), done: make([]int, n)}
 	m.moved.L = &m.mu

@@ -72,3 +72,10 @@ func TestMatchShards(t *testing.T) {
 		m.upTo(ev.len())
 	}
 }
+
+// matchIn is match with n shards, waited for.
+func matchIn(c *capture.Capture, ev *eventList, n int) []int32 {
+	m := startMatch(c, ev, n)
+	m.upTo(ev.len())
+	return m.ended
+}

@@ -133,12 +133,18 @@ func (f *File) readSymbols() symtab {
 		}
 	}
 	f.syms = newSymtab(all)
+	f.dropSymbolSources()
+	return f.syms
+}
+
+// dropSymbolSources forgets the files the symbol tables were to be read
+// from and closes the one open for them alone.
+func (f *File) dropSymbolSources() {
 	f.symsFrom = nil
 	if f.symsClose != nil {
 		f.symsClose.Close()
 		f.symsClose = nil
 	}
-	return f.syms
 }
 
 // BuildID returns the hex NT_GNU_BUILD_ID of the file ("" if none). With a
@@ -205,11 +211,8 @@ func (f *File) Close() error {
 	}
 	f.dwTried = true
 	f.dw = nil
-	if f.symsClose != nil {
-		f.symsClose.Close()
-		f.symsClose = nil
-	}
-	f.symsFrom, f.symsRead = nil, true
+	f.dropSymbolSources()
+	f.symsRead = true // what no lookup read is not read now: the files go
 	return f.closeDWARF()
 }
 
