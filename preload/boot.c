@@ -67,7 +67,7 @@ static void *boot_alloc(size_t n)
 	size_t at = __atomic_fetch_add(&boot_used, need, __ATOMIC_RELAXED);
 	if (n > sizeof boot_buf || at + need > sizeof boot_buf)
 		return NULL;
-	uint64_t *p = tag(boot_buf + at + HDR, HDR);
+	uint64_t *p = tag(boot_buf + at + HDR, HDR, 1);
 	p[-3] = n;
 	return p;
 }

@@ -23,12 +23,16 @@
  * keeps its chunk size there, which can never equal a random 64-bit secret.
  * The slow path then checks p[-2] against the address, so a stray copy of a
  * header elsewhere is never taken for a sampled block.
+ *
+ * A tagged block reallocated to a size the sampler passes over keeps its
+ * tag, marked UNRECORDED, and is reallocated in place as glibc would (a
+ * large one by mremap): moving it to an untagged block would copy it all.
  */
 
-void *tag(void *raw, uint64_t off)
+void *tag(void *raw, uint64_t off, int recorded)
 {
 	uint64_t *p = (uint64_t *)((char *)raw + off);
-	p[-2] = off ^ ((uint64_t)(uintptr_t)p * RELAXED(real.mix));
+	p[-2] = (recorded ? off : off | UNRECORDED) ^ ((uint64_t)(uintptr_t)p * RELAXED(real.mix));
 	p[-1] = RELAXED(real.secret);
 	return p;
 }
@@ -49,7 +53,7 @@ static COLD void *sampled_malloc(size_t n, int func, int zero)
 	void *raw = zero ? NEXT(calloc)(1, n + HDR) : NEXT(malloc)(n + HDR);
 	if (!raw)
 		return NULL;
-	void *p = tag(raw, HDR);
+	void *p = tag(raw, HDR, 1);
 	record_alloc(p, n, func);
 	return p;
 }
@@ -65,7 +69,7 @@ static COLD void *sampled_aligned(size_t align, size_t n, int func)
 	void *raw = NEXT(memalign)(a, n + a);
 	if (!raw)
 		return NULL;
-	void *p = tag(raw, a);
+	void *p = tag(raw, a, 1);
 	record_alloc(p, n, func);
 	return p;
 }
@@ -78,7 +82,8 @@ static void free_sampled(void *p)
 		NEXT(free)(p);
 		return;
 	}
-	record_free(p);
+	if (recorded(p))
+		record_free(p);
 	untag_and_free(p);
 }
 
@@ -120,22 +125,27 @@ static size_t sampled_size(void *p)
 	return NEXT(malloc_usable_size)(raw) - (size_t)((char *)p - (char *)raw);
 }
 
-static void *do_realloc(void *p, size_t n, int func)
+/*
+ * counted: the realloc hook's countdown ran out on n, so sample_slow
+ * decides (else n is counted down here).
+ */
+static void *do_realloc(void *p, size_t n, int func, int counted)
 {
+	int new;
 	if (!p) {
-		if (likely(!sample_now(n)))
-			return NEXT(malloc)(n);
-		return sampled_malloc(n, func, 0);
+		new = counted ? sample_slow(n) : sample_now(n);
+		return new ? sampled_malloc(n, func, 0) : NEXT(malloc)(n);
 	}
 	int old = tagged(p);
 	if (n == 0 && !in_boot(p)) { /* glibc frees and returns NULL */
 		if (!old)
 			return NEXT(realloc)(p, 0);
-		record_free(p);
+		if (recorded(p))
+			record_free(p);
 		((uint64_t *)p)[-1] = 0;
 		return NEXT(realloc)(raw_of(p), 0);
 	}
-	int new = sample_now(n);
+	new = counted ? sample_slow(n) : sample_now(n);
 	if (likely(!old && !new))
 		return NEXT(realloc)(p, n);
 	if (!old) { /* plain -> sampled */
@@ -148,19 +158,23 @@ static void *do_realloc(void *p, size_t n, int func)
 		return q;
 	}
 	size_t have = sampled_size(p);
-	if (new && !in_boot(p) && off_of(p) == HDR && n <= SIZE_MAX - HDR) {
-		/* sampled -> sampled: record the free first, as the old address may be reused at once */
-		record_free(p);
+	if (!in_boot(p) && off_of(p) == HDR && n <= SIZE_MAX - HDR) {
+		/* tagged -> tagged in place: the free first, as the old address may be reused at once */
+		int was = recorded(p);
+		if (was)
+			record_free(p);
 		void *raw = NEXT(realloc)(raw_of(p), n + HDR);
 		if (!raw) {
-			record_alloc(p, have, func); /* the old block lives on */
+			if (was)
+				record_alloc(p, have, func); /* the old block lives on */
 			return NULL;
 		}
-		void *q = tag(raw, HDR);
-		record_alloc(q, n, func);
+		void *q = tag(raw, HDR, new);
+		if (new)
+			record_alloc(q, n, func);
 		return q;
 	}
-	/* sampled (or bootstrap, or over-aligned) -> new block */
+	/* bootstrap or over-aligned -> new block */
 	void *q = new ? sampled_malloc(n, func, 0) : NEXT(malloc)(n);
 	if (!q)
 		return NULL;
@@ -169,7 +183,19 @@ static void *do_realloc(void *p, size_t n, int func)
 	return q;
 }
 
-EXPORT void *HOOK(realloc)(void *p, size_t n) { return do_realloc(p, n, HL_FUNC_REALLOC); }
+static COLD void *realloc_slow(void *p, size_t n, int func) { return do_realloc(p, n, func, 1); }
+
+/* The common case (an untagged block, the countdown not run out) without a stack frame. */
+EXPORT HOT void *HOOK(realloc)(void *p, size_t n)
+{
+	if (likely(p && word_below(p, 1) != RELAXED(real.secret))) {
+		COUNTDOWN_OR_GOTO(n, slow);
+		return NEXT(realloc)(p, n);
+	}
+	return do_realloc(p, n, HL_FUNC_REALLOC, 0);
+slow:
+	return realloc_slow(p, n, HL_FUNC_REALLOC);
+}
 
 EXPORT void *HOOK(reallocarray)(void *p, size_t k, size_t n)
 {
@@ -178,7 +204,7 @@ EXPORT void *HOOK(reallocarray)(void *p, size_t k, size_t n)
 		errno = ENOMEM;
 		return NULL;
 	}
-	return do_realloc(p, t, HL_FUNC_REALLOCARRAY);
+	return do_realloc(p, t, HL_FUNC_REALLOCARRAY, 0);
 }
 
 static int pow2(size_t a) { return a && !(a & (a - 1)); }

@@ -82,8 +82,14 @@ static inline __attribute__((no_sanitize_address)) uint64_t word_below(const voi
 	return ((const uint64_t *)p)[-i];
 }
 
-/* Sampled blocks: p[-1] = secret, p[-2] = offset to the real block ^ (p * mix). */
+/*
+ * Sampled blocks: p[-1] = secret, p[-2] = (offset to the real block |
+ * UNRECORDED) ^ (p * mix). The offset is a power of two of at least HDR;
+ * UNRECORDED marks a block that keeps its tag but is not in the profile
+ * (hooks.c: a sampled block reallocated in place to an unsampled size).
+ */
 #define HDR 16u
+#define UNRECORDED 1u
 
 /*
  * The allocator functions below us, each once: name, return type,
@@ -305,10 +311,12 @@ slow:
 	return sample_slow(n);
 }
 
-static inline uint64_t off_of(const void *p)
+static inline uint64_t off_word(const void *p)
 {
 	return word_below(p, 2) ^ ((uint64_t)(uintptr_t)p * RELAXED(real.mix));
 }
+static inline uint64_t off_of(const void *p) { return off_word(p) & ~(uint64_t)UNRECORDED; }
+static inline int recorded(const void *p) { return !(off_word(p) & UNRECORDED); }
 
 /* The full check; free's fast path does only its first half. */
 static inline int tagged(const void *p)
@@ -321,7 +329,7 @@ static inline int tagged(const void *p)
 
 static inline void *raw_of(void *p) { return (char *)p - off_of(p); }
 
-void *tag(void *raw, uint64_t off);
+void *tag(void *raw, uint64_t off, int recorded);
 void record_alloc(void *p, size_t n, int func);
 void record_free(void *p);
 void record_unmap(void *p, size_t n);

@@ -157,3 +157,36 @@ func TestDeepStackMarkedCut(t *testing.T) {
 		t.Errorf("%d deep and %d shallow stacks, want one of each", deep, shallow)
 	}
 }
+
+// A sampled block shrunk by realloc to a size the sampler passes over stays
+// where glibc puts it (in place, as in a bare run: test/workloads/shrink.c
+// prints how many shrinks moved), and leaves the profile: only the blocks
+// grown back to BIG and kept are leaks.
+func TestReallocShrinkInPlace(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "shrink.c")
+	bare := run(t, time.Minute, bin)
+	if bare.code != 0 || !strings.HasPrefix(bare.stdout, "shrinks moved=0 ") {
+		t.Fatalf("shrink without heaplens: exit %d, %q (glibc should shrink in place)", bare.code, bare.stdout)
+	}
+	const rounds, big = 8, 8 << 20
+	for _, r := range []struct {
+		flag string
+		rate uint64
+	}{{"512KiB", 512 << 10}, {"4KiB", 4 << 10}} {
+		t.Run("rate="+r.flag, func(t *testing.T) {
+			capPath, res := profile(t, dir, []string{"-q", "--rate", r.flag, "--seed", "3"}, bin)
+			if res.code != 0 || res.stdout != bare.stdout {
+				t.Fatalf("under heaplens: exit %d, output %q, want %q\n%s", res.code, res.stdout, bare.stdout, res.stderr)
+			}
+			leaks := report(t, capPath, "leaks")
+			within(t, "grow_back leaked", leaks.site("grow_back"), rounds, big, r.rate, leaks, "grow_back")
+			if v, all := leaks.site("grow_back"), leaks.site("shrink_keep"); v != all {
+				t.Errorf("shrink_keep leaks %.0f bytes, of which %.0f outside grow_back: %v", all, all-v, leaks.stacksWith("shrink_keep"))
+			}
+			if v := leaks.site("shrink_free"); v != 0 {
+				t.Errorf("shrink_free frees every block but leaks shows %.0f bytes: %v", v, leaks.stacksWith("shrink_free"))
+			}
+		})
+	}
+}
