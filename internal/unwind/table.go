@@ -26,7 +26,7 @@ const (
 // The file layout (docs/unwind-format.md).
 const (
 	magic      = "HLUNWND1"
-	version    = 1
+	version    = 2
 	headerSize = 96
 	maxRows    = 1 << 24
 	maxIDLen   = 64
@@ -62,11 +62,13 @@ type Table struct {
 	Rule []uint32 // encoded rule of each row; the last is of kind 2
 }
 
-// Parse validates b as a table file and returns it. It makes every check
-// the library makes before it maps a table (size, magic, version, row
-// count, build ID length, reserved field, a first row at 0, increasing
-// addresses, bits 26–31 clear, final row of kind 2) and also that the build ID's padding is zero.
-// Hostile input never makes it panic, and it allocates no more than len(b).
+// Parse validates b as a table file and returns it. It makes the checks the
+// library makes before it maps a table (size, magic, version, row count,
+// shift, build ID length) and those the library leaves to its lookups: the
+// build ID's padding is zero, the first row at 0, addresses increasing,
+// bits 26–31 clear, the final row of kind 2, the bucket index the one
+// the agent writes. Hostile input never makes it panic, and it allocates
+// no more than len(b).
 func Parse(b []byte) (*Table, error) {
 	if len(b) < headerSize {
 		return nil, fmt.Errorf("unwind: table: %d bytes, shorter than the %d-byte header", len(b), headerSize)
@@ -82,15 +84,20 @@ func Parse(b []byte) (*Table, error) {
 	if rows == 0 || rows > maxRows {
 		return nil, fmt.Errorf("unwind: table: %d rows, want 1 to %d", rows, maxRows)
 	}
-	if want := headerSize + 8*uint64(rows); uint64(len(b)) != want {
-		return nil, fmt.Errorf("unwind: table: %d bytes, want %d for %d rows", len(b), want, rows)
+	if uint64(len(b)) < headerSize+8*uint64(rows) {
+		return nil, fmt.Errorf("unwind: table: %d bytes, too short for %d rows", len(b), rows)
+	}
+	shift := le.Uint32(b[28:])
+	if shift > 31 {
+		return nil, fmt.Errorf("unwind: table: bucket shift %d, want at most 31", shift)
+	}
+	last := le.Uint32(b[headerSize+4*(rows-1):])
+	if want := headerSize + 8*uint64(rows) + 4*buckets(last, shift); uint64(len(b)) != want {
+		return nil, fmt.Errorf("unwind: table: %d bytes, want %d for %d rows and shift %d", len(b), want, rows, shift)
 	}
 	idLen := le.Uint32(b[24:])
 	if idLen == 0 || idLen > maxIDLen {
 		return nil, fmt.Errorf("unwind: table: build ID length %d, want 1 to %d", idLen, maxIDLen)
-	}
-	if r := le.Uint32(b[28:]); r != 0 {
-		return nil, fmt.Errorf("unwind: table: reserved field %#x, want 0", r)
 	}
 	id := b[32 : 32+idLen]
 	if pad := b[32+idLen : headerSize]; !allZero(pad) {
@@ -119,7 +126,45 @@ func Parse(b []byte) (*Table, error) {
 	if k := DecodeRule(t.Rule[rows-1]).Kind; k != KindUnknown {
 		return nil, fmt.Errorf("unwind: table: last row is of kind %d, want %d", k, KindUnknown)
 	}
+	wantShift, first := t.index()
+	if shift != wantShift {
+		return nil, fmt.Errorf("unwind: table: bucket shift %d, want %d", shift, wantShift)
+	}
+	index := b[headerSize+8*int(rows):]
+	for k, r := range first {
+		if got := le.Uint32(index[4*k:]); got != r {
+			return nil, fmt.Errorf("unwind: table: bucket %d starts at row %d, want %d", k, got, r)
+		}
+	}
 	return t, nil
+}
+
+// buckets is the number of index entries of a table whose last row starts
+// at last, split into buckets of 2^shift bytes: one per bucket and one that
+// ends the final bucket's search.
+func buckets(last, shift uint32) uint64 { return uint64(last>>shift) + 2 }
+
+// index returns t's bucket index (docs/unwind-format.md): its address range
+// split into about as many buckets as it has rows, a power of two bytes
+// each, and the row each bucket starts in, so that a lookup searches the
+// few rows of one bucket.
+func (t *Table) index() (shift uint32, first []uint32) {
+	rows := uint32(len(t.Addr))
+	span := t.Addr[rows-1]
+	shift = 4
+	for shift < 31 && span>>shift > rows {
+		shift++
+	}
+	first = make([]uint32, buckets(span, shift))
+	r := uint32(0)
+	for k := range first {
+		start := uint64(k) << shift
+		for r+1 < rows && uint64(t.Addr[r+1]) <= start {
+			r++
+		}
+		first[k] = r
+	}
+	return shift, first
 }
 
 func allZero(b []byte) bool {
@@ -152,18 +197,23 @@ func (t *Table) Lookup(vaddr uint64) (r Rule, ok bool) {
 // ID of at most maxIDLen bytes.
 func (t *Table) bytes() []byte {
 	rows := len(t.Addr)
-	b := make([]byte, headerSize+8*rows)
+	shift, first := t.index()
+	b := make([]byte, headerSize+8*rows+4*len(first))
 	le := binary.LittleEndian
 	copy(b, magic)
 	le.PutUint32(b[8:], version)
 	le.PutUint32(b[12:], uint32(rows))
 	le.PutUint64(b[16:], t.Base)
 	le.PutUint32(b[24:], uint32(len(t.ID)))
+	le.PutUint32(b[28:], shift)
 	copy(b[32:headerSize], t.ID)
-	addr, rule := b[headerSize:], b[headerSize+4*rows:]
+	addr, rule, index := b[headerSize:], b[headerSize+4*rows:], b[headerSize+8*rows:]
 	for i := range t.Addr {
 		le.PutUint32(addr[4*i:], t.Addr[i])
 		le.PutUint32(rule[4*i:], t.Rule[i])
+	}
+	for k, r := range first {
+		le.PutUint32(index[4*k:], r)
 	}
 	return b
 }

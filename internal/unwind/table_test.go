@@ -85,6 +85,7 @@ func TestParseRejects(t *testing.T) {
 	rows := int(le.Uint32(good[12:]))
 	addr := func(b []byte, i int) []byte { return b[headerSize+4*i:] }
 	rule := func(b []byte, i int) []byte { return b[headerSize+4*rows+4*i:] }
+	index := func(b []byte, k int) []byte { return b[headerSize+8*rows+4*k:] }
 	for _, tc := range []struct {
 		name    string
 		corrupt func(b []byte) []byte
@@ -96,7 +97,8 @@ func TestParseRejects(t *testing.T) {
 		{"one byte long", func(b []byte) []byte { return append(b, 0) }},
 		{"magic", func(b []byte) []byte { b[7] = '2'; return b }},
 		{"version 0", func(b []byte) []byte { le.PutUint32(b[8:], 0); return b }},
-		{"version 2", func(b []byte) []byte { le.PutUint32(b[8:], 2); return b }},
+		{"version 1", func(b []byte) []byte { le.PutUint32(b[8:], 1); return b }},
+		{"version 3", func(b []byte) []byte { le.PutUint32(b[8:], 3); return b }},
 		{"no rows", func(b []byte) []byte { le.PutUint32(b[12:], 0); return b[:headerSize] }},
 		{"rows one more", func(b []byte) []byte { le.PutUint32(b[12:], uint32(rows+1)); return b }},
 		{"rows one less", func(b []byte) []byte { le.PutUint32(b[12:], uint32(rows-1)); return b }},
@@ -105,7 +107,12 @@ func TestParseRejects(t *testing.T) {
 		{"id_len 0", func(b []byte) []byte { le.PutUint32(b[24:], 0); return b }},
 		{"id_len 65", func(b []byte) []byte { le.PutUint32(b[24:], 65); return b }},
 		{"id_len 2^32-1", func(b []byte) []byte { le.PutUint32(b[24:], ^uint32(0)); return b }},
-		{"reserved", func(b []byte) []byte { b[31] = 1; return b }},
+		{"shift one more", func(b []byte) []byte { b[28]++; return b }},
+		{"shift one less", func(b []byte) []byte { b[28]--; return b }},
+		{"shift 32", func(b []byte) []byte { le.PutUint32(b[28:], 32); return b }},
+		{"index entry one more", func(b []byte) []byte { index(b, 7)[0]++; return b }},
+		{"index entry past the rows", func(b []byte) []byte { le.PutUint32(index(b, 0), uint32(rows)); return b }},
+		{"index without its last entry", func(b []byte) []byte { return b[:len(b)-4] }},
 		{"build ID padding", func(b []byte) []byte { b[95] = 1; return b }},
 		{"first row above 0", func(b []byte) []byte { le.PutUint32(addr(b, 0), 1); return b }},
 		{"addresses equal", func(b []byte) []byte { copy(addr(b, 5), addr(b, 4)[:4]); return b }},

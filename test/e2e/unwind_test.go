@@ -1,12 +1,18 @@
 package e2e
 
 import (
+	"encoding/binary"
+	"encoding/hex"
+	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/heaplens/heaplens/internal/unwind"
 )
 
 // The library walks native stacks with the unwind tables the agent writes
@@ -19,7 +25,7 @@ var unwindCounts = regexp.MustCompile(`pid (\d+): unwind check: (\d+) native sta
 // checkUnwind requires, of every process the run reports on, no stack that
 // differed; and of the busiest, most stacks from the tables: the agent
 // writes a module's table when the first stack through it is drained, and
-// the library looks for it again every 50 ms, so only the first ~0.1 s go
+// the library looks for it again every 5 ms, so only the first few ms go
 // to libgcc.
 func checkUnwind(t *testing.T, stderr string) {
 	t.Helper()
@@ -106,6 +112,89 @@ func TestUnwindTablesPython(t *testing.T) {
 				t.Fatalf("heaplens run: exit %d, stdout %q\n%s", res.code, res.stdout, res.stderr)
 			}
 			checkUnwind(t, res.stderr)
+		})
+	}
+}
+
+// The library takes a table's rows and bucket index as the file has them
+// (checking them one by one would cost every process ~10 instructions a
+// row): tables whose header is right and whose rows, rules and index are
+// not (docs/unwind-format.md) must give wrong stacks at worst, never a
+// read outside the table or the stack. The library runs without an agent,
+// on tables written for it, the program and libc before it starts.
+func TestHostileUnwindTables(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "unwindmix.c")
+	lib := filepath.Join(root, "internal", "launch", "lib", "libheaplens.so")
+	bare := run(t, time.Minute, bin, "1")
+	if bare.code != 0 || bare.stdout != "done\n" {
+		t.Fatalf("unwindmix without heaplens: exit %d, %q", bare.code, bare.stdout)
+	}
+	type module struct {
+		name    string
+		table   []byte
+		rows    int
+		corrupt bool // the library's own is not: a walk starts in it
+	}
+	var mods []module
+	for _, path := range []string{lib, bin, "/lib/x86_64-linux-gnu/libc.so.6"} {
+		table, id, err := unwind.BuildFile(path)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		mods = append(mods, module{"unwind." + hex.EncodeToString(id), table, int(binary.LittleEndian.Uint32(table[12:])), path != lib})
+	}
+	const hdr = 96
+	le := binary.LittleEndian
+	words := func(b []byte, from, n int, f func(i int, w uint32) uint32) {
+		for i := range n {
+			le.PutUint32(b[from+4*i:], f(i, le.Uint32(b[from+4*i:])))
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range []struct {
+		name    string
+		corrupt func(b []byte, rows int)
+	}{
+		{"as built", func(b []byte, rows int) {}},
+		{"index random", func(b []byte, rows int) {
+			words(b, hdr+8*rows, (len(b)-hdr-8*rows)/4, func(int, uint32) uint32 { return rng.Uint32() })
+		}},
+		{"index past the rows", func(b []byte, rows int) {
+			words(b, hdr+8*rows, (len(b)-hdr-8*rows)/4, func(int, uint32) uint32 { return ^uint32(0) })
+		}},
+		{"index decreasing", func(b []byte, rows int) {
+			words(b, hdr+8*rows, (len(b)-hdr-8*rows)/4, func(i int, _ uint32) uint32 { return uint32(max(rows-1-i, 0)) })
+		}},
+		{"addresses random", func(b []byte, rows int) { // all but the last row's, which sizes the index
+			words(b, hdr, rows-1, func(int, uint32) uint32 { return rng.Uint32() })
+		}},
+		{"rules random", func(b []byte, rows int) {
+			words(b, hdr+4*rows, rows, func(int, uint32) uint32 { return rng.Uint32() })
+		}},
+		{"rules of every frame 8 bytes", func(b []byte, rows int) {
+			words(b, hdr+4*rows, rows, func(int, uint32) uint32 { return 8 })
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rings := filepath.Join(t.TempDir(), "rings")
+			if err := os.Mkdir(rings, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range mods {
+				b := append([]byte(nil), m.table...)
+				if m.corrupt {
+					tc.corrupt(b, m.rows)
+				}
+				if err := os.WriteFile(filepath.Join(rings, m.name), b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			env := []string{"LD_PRELOAD=" + lib, "HEAPLENS_DIR=" + rings, "HEAPLENS_RATE=4096"}
+			res := runEnv(t, time.Minute, env, bin, "1")
+			if res.code != bare.code || res.stdout != bare.stdout || res.stderr != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q; bare: exit %d, stdout %q", res.code, res.stdout, res.stderr, bare.code, bare.stdout)
+			}
 		})
 	}
 }
