@@ -32,11 +32,14 @@ static int64_t draw_gap(void)
 
 /*
  * Called when the countdown crossed zero. Returns 1 when this allocation is
- * sampled. While a Python interpreter's PyMem hooks wait to be installed,
- * the countdown is cut to 1 byte so that every allocation comes here and the
- * hooks go in right after the interpreter starts; the bytes held back are
- * kept in tls.owed, so the sampling itself is unchanged.
+ * sampled. While a Python interpreter's PyMem hooks wait to be settled, the
+ * countdown is cut to PENDING_STEP bytes so that the hooks are settled
+ * within that much allocation of the interpreter's start; the bytes held
+ * back are kept in tls.owed, so the sampling itself is unchanged. (A step
+ * of 1 byte, every allocation, cost 3.4 M instructions in a start-up of
+ * python3.11 that runs 46.7 M; with 4 KiB, the whole library costs 1.9 M.)
  */
+#define PENDING_STEP 4096
 COLD int sample_slow(size_t n)
 {
 	if (tls.busy) { /* our own allocations: invisible to the sampler */
@@ -87,8 +90,8 @@ COLD int sample_slow(size_t n)
 	if (sampled)
 		left = draw_gap();
 	tls.remaining = left, tls.owed = 0;
-	if (pending && left > 1)
-		tls.remaining = 1, tls.owed = left - 1;
+	if (pending && left > PENDING_STEP)
+		tls.remaining = PENDING_STEP, tls.owed = left - PENDING_STEP;
 	return sampled;
 }
 
