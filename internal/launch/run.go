@@ -76,7 +76,14 @@ func CheckRingSize(n uint64) error {
 	return nil
 }
 
-const pollEvery = 20 * time.Millisecond
+// The rings are drained every pollEvery, and at first sooner, from
+// pollFirst doubling: a module's unwind table is built once its first
+// stack is drained, and until the library maps it, every stack through the
+// module is libgcc's, at ~10 times the cost.
+const (
+	pollEvery = 20 * time.Millisecond
+	pollFirst = time.Millisecond
+)
 const flushEvery = time.Second
 const rssEvery = 100 * time.Millisecond
 const residentEvery = time.Second
@@ -149,7 +156,8 @@ func Run(o Options) (*Result, error) {
 	done := make(chan struct{})
 	var res *Result
 	go func() { res = wait(cmd, nil); close(done) }()
-	tick := time.NewTicker(pollEvery)
+	every := pollFirst
+	tick := time.NewTimer(every)
 	defer tick.Stop()
 	p := newPoller(col, w)
 	var watch *unprofiled
@@ -164,6 +172,8 @@ loop:
 		case sig := <-signals:
 			relay(cmd.Process, sig)
 		case <-tick.C:
+			every = min(2*every, pollEvery)
+			tick.Reset(every)
 			if p.tick() && watch != nil {
 				notes, execd := watch.scan(col.Images())
 				for _, n := range notes {
