@@ -70,9 +70,8 @@ static COLD void *pm_malloc_slow(pymem_allocator *prev, size_t n)
 	return p;
 }
 
-static void *pm_malloc(void *ctx, size_t n)
+static inline __attribute__((always_inline)) void *malloc_body(pymem_allocator *prev, size_t n)
 {
-	pymem_allocator *prev = ctx;
 	if (likely(n - 1 < PYMALLOC_MAX)) /* larger requests go on to malloc, whose hook counts them */
 		COUNTDOWN_OR_GOTO(n, slow);
 	return prev->malloc(prev->ctx, n);
@@ -89,9 +88,8 @@ static COLD void *pm_calloc_slow(pymem_allocator *prev, size_t k, size_t n)
 	return p;
 }
 
-static void *pm_calloc(void *ctx, size_t k, size_t n)
+static inline __attribute__((always_inline)) void *calloc_body(pymem_allocator *prev, size_t k, size_t n)
 {
-	pymem_allocator *prev = ctx;
 	size_t t;
 	if (likely(!__builtin_mul_overflow(k, n, &t) && t - 1 < PYMALLOC_MAX))
 		COUNTDOWN_OR_GOTO(t, slow);
@@ -108,9 +106,8 @@ static COLD void pm_free_slow(pymem_allocator *prev, void *p)
 	prev->free(prev->ctx, p);
 }
 
-static void pm_free(void *ctx, void *p)
+static inline __attribute__((always_inline)) void free_body(pymem_allocator *prev, void *p)
 {
-	pymem_allocator *prev = ctx;
 	if (unlikely(blockset_maybe(&objects, p))) {
 		pm_free_slow(prev, p);
 		return;
@@ -140,9 +137,8 @@ static COLD void *pm_realloc_slow(pymem_allocator *prev, void *p, size_t n, int 
 	return q;
 }
 
-static void *pm_realloc(void *ctx, void *p, size_t n)
+static inline __attribute__((always_inline)) void *realloc_body(pymem_allocator *prev, void *p, size_t n)
 {
-	pymem_allocator *prev = ctx;
 	if (unlikely(blockset_maybe(&objects, p)))
 		return pm_realloc_slow(prev, p, n, 0);
 	if (likely(n - 1 < PYMALLOC_MAX))
@@ -151,6 +147,38 @@ static void *pm_realloc(void *ctx, void *p, size_t n)
 slow:
 	return pm_realloc_slow(prev, p, n, 1);
 }
+
+/* The hooks in general: ctx is the allocator they wrap. */
+static void *pm_malloc(void *ctx, size_t n) { return malloc_body(ctx, n); }
+static void *pm_calloc(void *ctx, size_t k, size_t n) { return calloc_body(ctx, k, n); }
+static void pm_free(void *ctx, void *p) { free_body(ctx, p); }
+static void *pm_realloc(void *ctx, void *p, size_t n) { return realloc_body(ctx, p, n); }
+
+/*
+ * The hooks over the allocator both domains held when they were first
+ * hooked (pymalloc with its NULL context, in a release build): read from
+ * a static copy, the jump on costs two instructions, not four through ctx
+ * (py_churn 30 on python3.11: 4.7 M fewer instructions, of 43 M added).
+ * first is set once, before any of these is installed.
+ */
+static pymem_allocator first;
+static void *pmf_malloc(void *ctx, size_t n) { (void)ctx; return malloc_body(&first, n); }
+static void *pmf_calloc(void *ctx, size_t k, size_t n) { (void)ctx; return calloc_body(&first, k, n); }
+static void pmf_free(void *ctx, void *p) { (void)ctx; free_body(&first, p); }
+static void *pmf_realloc(void *ctx, void *p, size_t n) { (void)ctx; return realloc_body(&first, p, n); }
+
+/* Our allocator over prev: the words to put in a domain's slot. */
+static void ours_over(pymem_allocator *prev, uintptr_t ours[5])
+{
+	int f = !memcmp(prev, &first, sizeof first);
+	ours[0] = (uintptr_t)prev;
+	ours[1] = f ? (uintptr_t)pmf_malloc : (uintptr_t)pm_malloc;
+	ours[2] = f ? (uintptr_t)pmf_calloc : (uintptr_t)pm_calloc;
+	ours[3] = f ? (uintptr_t)pmf_realloc : (uintptr_t)pm_realloc;
+	ours[4] = f ? (uintptr_t)pmf_free : (uintptr_t)pm_free;
+}
+
+static int is_ours(uintptr_t malloc_fn) { return malloc_fn == (uintptr_t)pm_malloc || malloc_fn == (uintptr_t)pmf_malloc; }
 
 /*
  * Installing. PyMem_SetAllocator is called once (attached: from a hook
@@ -224,7 +252,7 @@ static uintptr_t word(const uintptr_t *w) { return __atomic_load_n(w, __ATOMIC_R
 static int link_of(const uintptr_t *a, int depth)
 {
 	uintptr_t m = word(&a[1]);
-	if (m == (uintptr_t)pm_malloc)
+	if (is_ours(m))
 		return LINK_OURS;
 	if (m == (uintptr_t)pm.pymalloc.malloc)
 		return LINK_PYMALLOC;
@@ -275,7 +303,8 @@ static void settle(void)
 		}
 		pymem_allocator *prev = &pm.ctx[i][pm.nctx[i]++];
 		memcpy(prev, s, sizeof *prev); /* under the GIL: nobody writes it now */
-		uintptr_t ours[5] = {(uintptr_t)prev, (uintptr_t)pm_malloc, (uintptr_t)pm_calloc, (uintptr_t)pm_realloc, (uintptr_t)pm_free};
+		uintptr_t ours[5];
+		ours_over(prev, ours);
 		for (int k = 4; k >= 0; k--)
 			__atomic_store_n(&s[k], ours[k], __ATOMIC_RELAXED);
 		if (link == LINK_OTHER && state < HL_PYMEM_FOREIGN)
@@ -350,11 +379,16 @@ static void pymem_hook(void)
 	for (int i = 0; i < 2; i++) {
 		pymem_allocator *prev = &pm.ctx[i][pm.nctx[i]++];
 		pyfn.get_allocator(domains[i], prev);
-		pymem_allocator ours = {prev, pm_malloc, pm_calloc, pm_realloc, pm_free};
-		pyfn.set_allocator(domains[i], &ours);
+		if (!first.malloc)
+			first = *prev;
+		uintptr_t ours[5];
+		ours_over(prev, ours);
+		pymem_allocator set;
+		memcpy(&set, ours, sizeof set);
+		pyfn.set_allocator(domains[i], &set);
 		for (int r = 0; r < pm.nrw && !pm.slot[i]; r++)
 			for (uintptr_t *w = (uintptr_t *)pm.rw[r][0]; w + 5 <= (uintptr_t *)pm.rw[r][1]; w++)
-				if (w[1] == (uintptr_t)pm_malloc && w[0] == (uintptr_t)prev && w[4] == (uintptr_t)pm_free) {
+				if (w[1] == ours[1] && w[0] == ours[0] && w[4] == ours[4]) {
 					pm.slot[i] = w;
 					break;
 				}
@@ -421,7 +455,7 @@ void pymem_check(void)
 	if (__atomic_load_n(&py_pending, __ATOMIC_ACQUIRE) || !pm.slot[0] || !pm.slot[1])
 		return;
 	/* The slots are the interpreter's static allocator structs: read without the GIL, which only settle needs. */
-	if (word(&pm.slot[0][1]) == (uintptr_t)pm_malloc && word(&pm.slot[1][1]) == (uintptr_t)pm_malloc)
+	if (is_ours(word(&pm.slot[0][1])) && is_ours(word(&pm.slot[1][1])))
 		return;
 	if (py_running() && py_gil_held())
 		settle();
