@@ -125,6 +125,7 @@ func New(dir, self string, w *capture.Writer) *Collector {
 // directory, where the library finds them (docs/unwind-format.md).
 func (c *Collector) BuildUnwindTables() {
 	c.unwind = unwind.NewPublisher(c.dir)
+	c.unwind.Cache = unwind.DefaultCacheDir()
 	if c.self != "" {
 		c.unwind.Want(c.self)
 	}

@@ -8,15 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
-	"os"
 	"path/filepath"
 	"sort"
-	"strings"
-	"time"
 
+	"github.com/heaplens/heaplens/internal/cachedir"
 	"github.com/heaplens/heaplens/internal/capture"
-	"github.com/heaplens/heaplens/internal/privdir"
 )
 
 // The symbol cache keeps Lookup results across runs, one file per ELF file
@@ -62,7 +58,6 @@ const (
 	maxCacheString  = 1 << 16
 	maxCacheLines   = maxDepth
 	maxCacheFiles   = 256 // files kept in the directory; the least recently used go first
-	staleTemp       = time.Hour
 )
 
 // CacheEnv names the environment variable that overrides DefaultCacheDir:
@@ -73,24 +68,7 @@ const CacheEnv = "HEAPLENS_SYMBOL_CACHE"
 // $HEAPLENS_SYMBOL_CACHE, else heaplens/symbols in the user cache directory
 // (os.UserCacheDir), or "" (no cache) when neither is available or the
 // home it is in does not exist.
-func DefaultCacheDir() string {
-	switch v := os.Getenv(CacheEnv); v {
-	case "off", "0":
-		return ""
-	case "":
-	default:
-		return v
-	}
-	d, err := os.UserCacheDir()
-	if err != nil {
-		return ""
-	}
-	// A home that does not exist (HOME=/nonexistent) is not created.
-	if _, err := os.Stat(filepath.Dir(d)); err != nil {
-		return ""
-	}
-	return filepath.Join(d, "heaplens", "symbols")
-}
+func DefaultCacheDir() string { return cachedir.Dir(CacheEnv, "symbols") }
 
 // diskFile is the cache of one File.
 type diskFile struct {
@@ -106,7 +84,7 @@ type diskFile struct {
 // cached: no build ID (nothing stable to key it by) or no DWARF (the symbol
 // table alone is cheap to read again).
 func newDiskFile(dir string, f *File) *diskFile {
-	if dir == "" || f.dwFile == nil || !validBuildID(f.buildID) {
+	if dir == "" || f.dwFile == nil || !cachedir.ValidName(f.buildID) {
 		return nil
 	}
 	st, err := f.dwFile.Stat()
@@ -125,29 +103,12 @@ func newDiskFile(dir string, f *File) *diskFile {
 	}
 }
 
-// validBuildID accepts the hex build IDs ELF notes carry, and nothing that
-// could escape the directory.
-func validBuildID(id string) bool {
-	if len(id) < 8 || len(id) > 128 {
-		return false
-	}
-	for _, c := range id {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // get returns a copy of the cached frames at vaddr (nil frames are a valid
 // entry: nothing is known there). The file is read on first use.
 func (d *diskFile) get(vaddr uint64) ([]capture.Line, bool) {
 	if !d.loaded {
 		d.loaded = true
-		// Entries another user could have planted are not trusted.
-		if privdir.Check(filepath.Dir(d.path)) == nil {
-			d.entries = readCacheFile(d.path, d.key)
-		}
+		d.entries = readCacheFile(d.path, d.key)
 	}
 	lines, ok := d.entries[vaddr]
 	if !ok {
@@ -177,16 +138,10 @@ func (d *diskFile) put(vaddr uint64, lines []capture.Line) {
 // touched so that pruning keeps it. Errors are ignored: the cache is an
 // optimisation.
 func (d *diskFile) save() {
-	dir := filepath.Dir(d.path)
 	if d.added == 0 {
 		if d.hits > 0 {
-			now := time.Now()
-			os.Chtimes(d.path, now, now)
+			cachedir.Touch(d.path)
 		}
-		return
-	}
-	// Only into a directory of ours that no one else can write (privdir).
-	if err := privdir.EnsureAll(dir, 0o700); err != nil {
 		return
 	}
 	for va, lines := range readCacheFile(d.path, d.key) {
@@ -194,81 +149,18 @@ func (d *diskFile) save() {
 			d.entries[va] = lines
 		}
 	}
-	if err := writeFileAtomic(d.path, encodeCache(d.key, d.entries)); err != nil {
+	if err := cachedir.Write(d.path, encodeCache(d.key, d.entries)); err != nil {
 		return
 	}
 	d.added = 0
-	pruneCacheDir(dir, maxCacheFiles)
-}
-
-// writeFileAtomic writes data to a temporary file beside path and renames
-// it over path.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if werr == nil && cerr == nil {
-		if err := os.Rename(tmp.Name(), path); err == nil {
-			return nil
-		} else {
-			werr = err
-		}
-	}
-	os.Remove(tmp.Name())
-	if werr != nil {
-		return werr
-	}
-	return cerr
-}
-
-// pruneCacheDir keeps the keep most recently modified cache files of dir
-// and removes temporary files left by a process that died while saving.
-func pruneCacheDir(dir string, keep int) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	type file struct {
-		name string
-		mod  time.Time
-	}
-	var files []file
-	for _, e := range ents {
-		info, err := e.Info()
-		if err != nil || !info.Mode().IsRegular() {
-			continue
-		}
-		switch {
-		case strings.HasPrefix(e.Name(), ".tmp-"):
-			if time.Since(info.ModTime()) > staleTemp {
-				os.Remove(filepath.Join(dir, e.Name()))
-			}
-		case strings.HasSuffix(e.Name(), ".syms"):
-			files = append(files, file{e.Name(), info.ModTime()})
-		}
-	}
-	if len(files) <= keep {
-		return
-	}
-	sort.Slice(files, func(i, j int) bool { return files[i].mod.After(files[j].mod) })
-	for _, f := range files[keep:] {
-		os.Remove(filepath.Join(dir, f.name))
-	}
+	cachedir.Prune(filepath.Dir(d.path), ".syms", maxCacheFiles)
 }
 
 // readCacheFile returns the entries of the cache file at path, or nil when
 // it is missing or not a valid file for key.
 func readCacheFile(path, key string) map[uint64][]capture.Line {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxCacheFile+1))
-	if err != nil || len(data) > maxCacheFile {
+	data, ok := cachedir.Read(path, maxCacheFile)
+	if !ok {
 		return nil
 	}
 	entries, err := decodeCache(data, key)

@@ -84,6 +84,11 @@ func noteBuildID(data []byte, align uint64) []byte {
 	return nil
 }
 
+// builderVersion must change whenever Build's output for the same file
+// changes (a fix in reading CFI, a new kind of rule): it is part of the
+// table cache's key, so tables of an older builder are not reused.
+const builderVersion = 1
+
 // Build compiles f's .eh_frame into a table file (docs/unwind-format.md).
 // It fails for a file that is not ELF64 x86-64, has no .eh_frame or no
 // build ID of at most 64 bytes, or whose rows number more than 2^24 or

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Two libraries, one of them wanted three times (twice by the same path,
@@ -123,5 +124,75 @@ func TestPublisherIdle(t *testing.T) {
 	p.Close()
 	if w, f := p.Built(); w != 0 || f != 0 {
 		t.Errorf("Built() = %d, %d; want 0, 0", w, f)
+	}
+}
+
+// A table built once is taken from the cache by the next run, under the
+// same key; a cached file that is corrupt, of another build ID or of a file
+// modified since is not used, and the table is built afresh.
+func TestPublisherCache(t *testing.T) {
+	lib := filepath.Join(t.TempDir(), "librt.so") // a copy, whose modification time the test sets
+	src, err := os.ReadFile(smallLib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lib, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(t.TempDir(), "cache", "unwind") // created by the first run
+	run := func(what string, wantCached int) {
+		t.Helper()
+		dir := t.TempDir()
+		p := NewPublisher(dir)
+		p.Cache = cache
+		p.Want(lib)
+		p.Close()
+		if w, f := p.Built(); w != 1 || f != 0 || p.Cached() != wantCached {
+			t.Errorf("%s: %d written (%d from the cache), %d failed; want 1 written, %d from the cache", what, w, p.Cached(), f, wantCached)
+		}
+		ents, _ := os.ReadDir(dir)
+		if len(ents) != 1 {
+			t.Fatalf("%s: %d files in the run directory, want 1", what, len(ents))
+		}
+		checkPublished(t, filepath.Join(dir, ents[0].Name()), lib)
+	}
+	cached := func() string {
+		t.Helper()
+		m, _ := filepath.Glob(filepath.Join(cache, "*.unwind"))
+		if len(m) != 1 {
+			t.Fatalf("%d tables in the cache, want 1: %v", len(m), m)
+		}
+		return m[0]
+	}
+
+	run("first run", 0)
+	if st, err := os.Stat(cache); err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("cache directory: %v, %v; want mode 0700", st.Mode(), err)
+	}
+	run("second run", 1)
+
+	b, _ := os.ReadFile(cached())
+	if err := os.WriteFile(cached(), b[:len(b)-1], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run("cached table cut short", 0)
+	run("after it was rewritten", 1)
+
+	other, _, err := BuildFile(oracleFiles[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cached(), other, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run("another library's table under its name", 0)
+
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(lib, later, later); err != nil {
+		t.Fatal(err)
+	}
+	run("library modified since", 0)
+	if m, _ := filepath.Glob(filepath.Join(cache, "*.unwind")); len(m) != 2 {
+		t.Errorf("%d tables in the cache, want 2 (before and after the modification)", len(m))
 	}
 }

@@ -56,17 +56,28 @@ func TestUnwindTablesNative(t *testing.T) {
 	dir := t.TempDir()
 	bin := build(t, dir, "unwindmix.c")
 	capPath := filepath.Join(dir, "check.hlc")
-	res := runEnv(t, 2*time.Minute, []string{"HEAPLENS_UNWIND_CHECK=1"}, heaplensBin(t),
-		"run", "-o", capPath, "--rate", "4KiB", "--", bin, "2")
-	if res.code != 0 || res.stdout != "done\n" {
-		t.Fatalf("heaplens run: exit %d, stdout %q\n%s", res.code, res.stdout, res.stderr)
+	// Twice: the tables of the second run come from the first's table cache.
+	cache := filepath.Join(dir, "cache")
+	for run := 1; run <= 2; run++ {
+		res := runEnv(t, 2*time.Minute, []string{"HEAPLENS_UNWIND_CHECK=1", unwind.CacheEnv + "=" + cache}, heaplensBin(t),
+			"run", "-o", capPath, "--rate", "4KiB", "--", bin, "1")
+		if res.code != 0 || res.stdout != "done\n" {
+			t.Fatalf("heaplens run %d: exit %d, stdout %q\n%s", run, res.code, res.stdout, res.stderr)
+		}
+		checkUnwind(t, res.stderr)
+		_, id, err := unwind.BuildFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, _ := filepath.Glob(filepath.Join(cache, hex.EncodeToString(id)+"-*.unwind")); len(m) != 1 {
+			t.Errorf("run %d: the table cache holds %d tables of unwindmix, want 1", run, len(m))
+		}
 	}
-	checkUnwind(t, res.stderr)
 
 	// Without the check the frames recorded are the tables' own: the
 	// stacks must have their known shape, through frames found from rsp
 	// (recurse), from rbp (vla_frame, fp_frame) and through libc (qsort).
-	capPath, res = profile(t, dir, []string{"--rate", "4KiB"}, bin, "2")
+	capPath, res := profile(t, dir, []string{"--rate", "4KiB"}, bin, "2")
 	if res.code != 0 || res.stdout != "done\n" {
 		t.Fatalf("heaplens run: exit %d, stdout %q\n%s", res.code, res.stdout, res.stderr)
 	}
