@@ -2,7 +2,8 @@
 // lookups, unwind tables): each kind in its own directory under the user's
 // cache directory, private to the user (internal/privdir), its files
 // replaced atomically and the least recently used removed beyond a count.
-// A cache is an optimisation only: every error reads as a miss.
+// A cache is an optimisation only: every error reads as a miss. (Write
+// also puts the unwind tables into a run's directory.)
 package cachedir
 
 import (

@@ -240,7 +240,7 @@ func cachedTable(cp string, id []byte) []byte {
 }
 
 // write writes b as dir/name, under a temporary name first so that the
-// library never maps part of it. The directory is where the rings are
+// library never maps part of it (cachedir.Write). The directory is where the rings are
 // (tmpfs, often small): a table never takes more than a quarter of what is
 // free there, as a ring that cannot grow drops records.
 func (p *Publisher) write(name string, b []byte) error {
@@ -251,19 +251,5 @@ func (p *Publisher) write(name string, b []byte) error {
 	if uint64(len(b)) > free/4 {
 		return fmt.Errorf("unwind: %s: %d bytes, and %d are free in %s", name, len(b), free, p.dir)
 	}
-	tmp, err := os.CreateTemp(p.dir, "tmp-"+name+".*") // mode 0600
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(b)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(p.dir, name))
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
+	return cachedir.Write(filepath.Join(p.dir, name), b) // mode 0600, renamed into place
 }
