@@ -73,11 +73,13 @@ type stream struct {
 	// stacks come back millions of times, and one lookup replaces one per
 	// frame. Stacks with a Python frame of unknown code are not kept (the
 	// code may come later).
-	raw      map[string]uint64
-	rawBytes int
-	rawBuf   []byte
-	refs     []refSlot // by the slot of a STACK record's ref
-	badRefs  uint64    // ALLOCs naming a ref no STACK record defined
+	raw    *rawCache[uint64]
+	rawBuf []byte
+	// natives maps a stack's native frames as the library wrote them to
+	// their Locations (nativeFrames).
+	natives *rawCache[*nativeStack]
+	refs    []refSlot // by the slot of a STACK record's ref
+	badRefs uint64    // ALLOCs naming a ref no STACK record defined
 
 	exitMark  *uint64   // the status the process passed to exit(), if it did
 	announced bool      // its Process record is written
@@ -88,6 +90,11 @@ type stream struct {
 	execd     bool      // its process exec'd an image that has no ring (see Execd)
 	maps      mappings  // its sampled mappings still mapped
 	big       bigBlocks // its live sampled blocks of residentMin bytes or more
+}
+
+func newStream(name string, r *ring.Ring, h ring.Header) *stream {
+	return &stream{name: name, r: r, hdr: h, locs: map[uint64]uint64{},
+		raw: newRawCache[uint64](maxRawBytes), natives: newRawCache[*nativeStack](maxRawBytes)}
 }
 
 type module struct {
@@ -343,7 +350,7 @@ func (c *Collector) discover() error {
 		os.Remove(path)
 		h := r.Header()
 		c.ringNotes(h)
-		fresh = append(fresh, &stream{name: name, r: r, hdr: h, locs: map[uint64]uint64{}})
+		fresh = append(fresh, newStream(name, r, h))
 	}
 	// Parents before children, earlier images before later ones.
 	sort.Slice(fresh, func(i, j int) bool {
@@ -599,23 +606,25 @@ func (c *Collector) origin(s *stream, rec *ring.Record) error {
 // ORIGIN record and returns its ID.
 func (c *Collector) stack(s *stream, rec *ring.Record) (uint64, error) {
 	s.rawBuf = rawStack(s.rawBuf[:0], rec)
-	if sid, ok := s.raw[string(s.rawBuf)]; ok {
+	sid, h, ok := s.raw.get(s.rawBuf)
+	if ok {
 		return sid, nil
 	}
-	sid, err := c.mergeStack(s, rec)
+	sid, err := c.mergeStack(s, rec, s.rawBuf[rawHeader:rawHeader+8*len(rec.Frames)])
 	if err != nil || !s.knownCode(rec.Py) {
 		return sid, err
 	}
-	if s.raw == nil || s.rawBytes+len(s.rawBuf) > maxRawBytes {
-		s.raw, s.rawBytes = map[string]uint64{}, 0 // bounded: a program with endless distinct stacks starts over
-	}
-	s.raw[string(s.rawBuf)] = sid
-	s.rawBytes += len(s.rawBuf)
+	s.raw.put(h, s.rawBuf, sid)
 	return sid, nil
 }
 
-// maxRawBytes bounds the keys of a stream's raw-stack cache.
+// maxRawBytes bounds the keys of a stream's raw-stack cache, and those of
+// its native-frames cache.
 const maxRawBytes = 32 << 20
+
+// rawHeader is the length of rawStack's frame count and cut flag: its
+// native frames follow.
+const rawHeader = 5
 
 // rawStack appends the stack of rec as the library wrote it to b.
 func rawStack(b []byte, rec *ring.Record) []byte {
@@ -643,27 +652,18 @@ func rawStack(b []byte, rec *ring.Record) []byte {
 
 // mergeStack writes (once) the stack of rec: its native frames' Locations,
 // interleaved with its Python frames', cut at the root if the library did.
-func (c *Collector) mergeStack(s *stream, rec *ring.Record) (uint64, error) {
-	s.locBuf = s.locBuf[:0]
-	for _, pc := range rec.Frames {
-		id, ok := s.locs[pc]
-		if !ok {
-			var err error
-			if id, err = c.location(s, pc); err != nil {
-				return 0, err
-			}
-			s.locs[pc] = id
-		}
-		if id != 0 {
-			s.locBuf = append(s.locBuf, id)
-		}
+// nativeKey is rec's native frames as the library wrote them.
+func (c *Collector) mergeStack(s *stream, rec *ring.Record, nativeKey []byte) (uint64, error) {
+	native, err := c.nativeFrames(s, rec.Frames, nativeKey)
+	if err != nil {
+		return 0, err
 	}
 	if len(rec.Py) > 0 && s.py != nil {
-		merged, err := c.mergePython(s, s.locBuf, rec.Py)
-		if err != nil {
+		if s.locBuf, err = c.mergePython(s, s.locBuf[:0], native, rec.Py); err != nil {
 			return 0, err
 		}
-		s.locBuf = append(s.locBuf[:0], merged...)
+	} else {
+		s.locBuf = append(s.locBuf[:0], native.ids...)
 	}
 	if rec.Truncated {
 		id, err := c.cutLocation()
@@ -686,6 +686,45 @@ func (c *Collector) mergeStack(s *stream, rec *ring.Record) (uint64, error) {
 		}
 	}
 	return sid, nil
+}
+
+// nativeStack is the native part of stacks: the Locations of its frames,
+// the library's own left out, and what each is to the interpreter.
+type nativeStack struct {
+	ids     []uint64
+	classes []stack.Class
+}
+
+// nativeFrames returns the nativeStack of frames, whose bytes as the library
+// wrote them are key. At --rate 1 a Python program sends the same native
+// part with many Python parts (each bytecode position is another stack): one
+// lookup replaces one per frame and one per frame's class.
+func (c *Collector) nativeFrames(s *stream, frames []uint64, key []byte) (*nativeStack, error) {
+	ns, h, ok := s.natives.get(key)
+	if ok {
+		return ns, nil
+	}
+	ns = &nativeStack{ids: make([]uint64, 0, len(frames)), classes: make([]stack.Class, 0, len(frames))}
+	for _, pc := range frames {
+		id, ok := s.locs[pc]
+		if !ok {
+			var err error
+			if id, err = c.location(s, pc); err != nil {
+				return nil, err
+			}
+			s.locs[pc] = id
+		}
+		if id != 0 {
+			ns.ids = append(ns.ids, id)
+			if s.py != nil {
+				ns.classes = append(ns.classes, s.py.native[id])
+			} else {
+				ns.classes = append(ns.classes, 0)
+			}
+		}
+	}
+	s.natives.put(h, key, ns)
+	return ns, nil
 }
 
 // cutLocation returns the Location that stands, at the root of a stack,

@@ -3,12 +3,14 @@ package collect
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"testing"
 
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/ring"
+	"github.com/heaplens/heaplens/internal/stack"
 )
 
 type testModule struct {
@@ -52,6 +54,15 @@ func collectStacks(t *testing.T, stacks [][]uint64) collected {
 // through a Collector and reads the capture back.
 func collectRecords(t *testing.T, recs []*ring.Record) collected {
 	t.Helper()
+	s := newStream("", nil, ring.Header{})
+	s.id = 1
+	return collectStream(t, s, recs)
+}
+
+// collectStream is collectRecords on a given stream, which may run Python:
+// CODE records go to it too.
+func collectStream(t *testing.T, s *stream, recs []*ring.Record) collected {
+	t.Helper()
 	var buf bytes.Buffer
 	w, err := capture.NewWriter(&buf)
 	if err != nil {
@@ -59,7 +70,6 @@ func collectRecords(t *testing.T, recs []*ring.Record) collected {
 	}
 	c := New(t.TempDir(), testSelf, w)
 	defer c.syms.Close()
-	s := &stream{id: 1, locs: map[uint64]uint64{}}
 	if err := w.Process(&capture.Process{Stream: 1, PID: 42}); err != nil {
 		t.Fatal(err)
 	}
@@ -72,9 +82,12 @@ func collectRecords(t *testing.T, recs []*ring.Record) collected {
 	}
 	for _, rec := range recs {
 		var err error
-		if rec.Type == ring.RecStack {
+		switch rec.Type {
+		case ring.RecStack:
 			err = c.stackRecord(s, rec)
-		} else {
+		case ring.RecCode:
+			c.code(s, rec.Code)
+		default:
 			err = c.alloc(s, rec)
 		}
 		if err != nil {
@@ -217,5 +230,54 @@ func TestStackRefs(t *testing.T) {
 		} else if a.StackID != want || want == 0 {
 			t.Errorf("allocation at %#x has stack %d, want %d", a.Addr, a.StackID, want)
 		}
+	}
+}
+
+// Python frames get their function and line from their code object's CODE
+// record: a frame seen before it is named "<unknown Python code>" and, once
+// the code is known, the same position gets its name and line. Stacks that
+// share their native frames and differ in Python positions are each merged
+// with their own lines.
+func TestPythonFramesByPosition(t *testing.T) {
+	pc := func(i int, off uint64) uint64 { return testModules[i].bias + off }
+	native := []uint64{pc(1, 0x30), pc(0, 0x20)}
+	alloc := func(i int, frames []uint64, pos int64) *ring.Record {
+		return &ring.Record{Type: ring.RecAlloc, TID: 7, TimeNano: int64(100 + i), Addr: 0x9000 + uint64(i)*16, Size: 16,
+			Func: capture.FuncMalloc, Frames: frames, Py: []ring.PyFrame{{Code: 0xc0de, Identity: 9, Pos: pos, ActivationEnd: true}}}
+	}
+	// Python 3.8: byte offsets 0-9 are line 100, 10-19 line 101, 20 on line 102.
+	code := &ring.Record{Type: ring.RecCode, Code: &ring.Code{Addr: 0xc0de, Identity: 9, FirstLine: 100, Minor: 8,
+		FileKind: 1, File: []byte("app.py"), NameKind: 1, Name: []byte("work"), Table: []byte{10, 1, 10, 1}}}
+	recs := []*ring.Record{alloc(0, native, 4), code, alloc(1, native, 4), alloc(2, native, 12), alloc(3, native, 25),
+		alloc(4, native, 6), alloc(5, []uint64{pc(2, 0x40), pc(0, 0x20)}, 14)}
+	s := newStream("", nil, ring.Header{})
+	s.id = 1
+	s.py = &pyStream{codes: map[codeKey]*pyCode{}, locs: map[pyLocKey]uint64{}, native: map[uint64]stack.Class{}}
+	got := collectStream(t, s, recs)
+	if len(got.capt.Allocs) != len(recs)-1 {
+		t.Fatalf("%d allocations, want %d", len(got.capt.Allocs), len(recs)-1)
+	}
+	want := []struct {
+		frames int    // native frames before the Python one (no eval frame: Python goes to the bottom)
+		py     string // the Python frame
+	}{{2, "<unknown Python code>:0"}, {2, "work:100"}, {2, "work:101"}, {2, "work:102"}, {2, "work:100"}, {2, "work:101"}}
+	for i, a := range got.capt.Allocs {
+		st := got.capt.Stacks[a.StackID]
+		if st == nil || len(st.Locations) != want[i].frames+1 {
+			t.Errorf("allocation %d: stack %v, want %d native frames and a Python one", i, st, want[i].frames)
+			continue
+		}
+		loc := got.capt.Locations[st.Locations[len(st.Locations)-1]]
+		if loc == nil || len(loc.Lines) != 1 {
+			t.Errorf("allocation %d: Python location %v", i, loc)
+			continue
+		}
+		if py := fmt.Sprintf("%s:%d", loc.Lines[0].Function, loc.Lines[0].Line); py != want[i].py {
+			t.Errorf("allocation %d: Python frame %s, want %s", i, py, want[i].py)
+		}
+	}
+	if a := got.capt.Allocs; a[1].StackID != a[4].StackID || a[0].StackID == a[1].StackID {
+		t.Errorf("stacks %d, %d, %d: want positions 4 and 6 (line 100) in one stack, apart from the unknown code's",
+			a[0].StackID, a[1].StackID, a[4].StackID)
 	}
 }

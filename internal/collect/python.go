@@ -17,7 +17,21 @@ type pyStream struct {
 	codes  map[codeKey]*pyCode    // CODE records received
 	locs   map[pyLocKey]uint64    // Python frame -> Location ID
 	native map[uint64]stack.Class // native Location ID -> what it is
+	// at maps a frame of known code to its Location ID: each line has
+	// several positions, each looked up in the code's table once.
+	at   map[pyPosKey]uint64
+	ids  []uint64   // mergePython's scratch: a sample's Python Locations
+	acts [][]uint64 // and its activations, slices of ids
 }
+
+type pyPosKey struct {
+	code codeKey
+	pos  int64
+}
+
+// maxPyPositions bounds pyStream.at: a ring that names endless positions
+// starts it over.
+const maxPyPositions = 1 << 20
 
 type codeKey struct {
 	addr     uint64
@@ -119,6 +133,10 @@ func (s *stream) pyInterp() *module {
 // pyLocation returns the Location of one Python frame, writing it if new.
 func (c *Collector) pyLocation(s *stream, f ring.PyFrame) (uint64, error) {
 	k := codeKey{f.Code, f.Identity}
+	pk := pyPosKey{k, f.Pos}
+	if id, ok := s.py.at[pk]; ok {
+		return id, nil
+	}
 	code := s.py.codes[k]
 	line := 0
 	if code != nil {
@@ -126,6 +144,9 @@ func (c *Collector) pyLocation(s *stream, f ring.PyFrame) (uint64, error) {
 	}
 	lk := pyLocKey{k, line}
 	if id, ok := s.py.locs[lk]; ok {
+		if code != nil {
+			s.py.remember(pk, id)
+		}
 		return id, nil
 	}
 	ln := capture.Line{Function: "<unknown Python code>", Line: line}
@@ -135,28 +156,39 @@ func (c *Collector) pyLocation(s *stream, f ring.PyFrame) (uint64, error) {
 	c.nextID++
 	loc := &capture.Location{ID: c.nextID, Kind: capture.KindPython, Lines: []capture.Line{ln}}
 	s.py.locs[lk] = loc.ID
+	if code != nil { // an unknown code's frame gets its name when the code comes
+		s.py.remember(pk, loc.ID)
+	}
 	return loc.ID, c.w.Location(loc)
 }
 
-// mergePython interleaves a sample's Python frames with its native ones
-// (stack.MergePython), writing the Locations of Python frames seen first.
-func (c *Collector) mergePython(s *stream, native []uint64, py []ring.PyFrame) ([]uint64, error) {
-	var acts [][]uint64
-	var cur []uint64
+func (p *pyStream) remember(k pyPosKey, id uint64) {
+	if p.at == nil || len(p.at) >= maxPyPositions {
+		p.at = map[pyPosKey]uint64{}
+	}
+	p.at[k] = id
+}
+
+// mergePython appends to dst a sample's Python frames interleaved with its
+// native ones (stack.MergePython), writing the Locations of Python frames
+// seen first.
+func (c *Collector) mergePython(s *stream, dst []uint64, native *nativeStack, py []ring.PyFrame) ([]uint64, error) {
+	ids, acts := s.py.ids[:0], s.py.acts[:0]
+	start := 0
 	for _, f := range py {
 		id, err := c.pyLocation(s, f)
 		if err != nil {
-			return nil, err
+			return dst, err
 		}
-		cur = append(cur, id)
+		ids = append(ids, id)
 		if f.ActivationEnd {
-			acts = append(acts, cur)
-			cur = nil
+			acts = append(acts, ids[start:len(ids):len(ids)])
+			start = len(ids)
 		}
 	}
-	if len(cur) > 0 {
-		acts = append(acts, cur)
+	if start < len(ids) {
+		acts = append(acts, ids[start:])
 	}
-	class := func(id uint64) stack.Class { return s.py.native[id] }
-	return stack.MergePython(native, class, acts, c.NativePythonInternals), nil
+	s.py.ids, s.py.acts = ids, acts
+	return stack.MergePython(dst, native.ids, native.classes, acts, c.NativePythonInternals), nil
 }

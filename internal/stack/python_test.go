@@ -49,7 +49,16 @@ func TestMergePython(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := MergePython(tt.native, class, tt.acts, tt.keepInterp)
+			classes := make([]Class, len(tt.native))
+			for i, id := range tt.native {
+				classes[i] = class(id)
+			}
+			prefix := []uint64{999} // appended to, not overwritten
+			got := MergePython(prefix, tt.native, classes, tt.acts, tt.keepInterp)
+			if got[0] != 999 {
+				t.Fatalf("dst's contents were overwritten: %v", got)
+			}
+			got = got[1:]
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
