@@ -8,10 +8,10 @@
  * entries of the malloc family at the hooks here, and back at detach.
  *
  * What differs from the preloaded library:
- *  - no block is ever changed: a sampled block is a plain glibc block
- *    remembered in a blockset, so whichever free reaches it (ours, or
- *    glibc's through a pointer taken before the attach, or after the
- *    detach) frees it correctly; only its FREE record is missed then;
+ *  - blocks sampled in a session stay in the sampled set (hooks.c) after
+ *    it; a free that bypasses the hooks (a pointer taken before the
+ *    attach, or after the detach) frees it correctly, and only its FREE
+ *    record is missed then;
  *  - a session starts and ends in a hook's slow path, when it sees a new
  *    start or stop in the control block (attach_poll); between sessions the
  *    hooks stay in place and idle, coming to the slow path every few
@@ -40,136 +40,15 @@ struct hl_control hl_ctl __attribute__((aligned(64)));
 extern struct hl_control heaplens_control __attribute__((alias("hl_ctl"), visibility("default")));
 #define CTL hl_ctl
 
-static struct blockset blocks; /* every sampled block */
-
 /*
  * The loader's own allocations come here too when an executable's PLT
  * entry is the process's malloc (the executable takes its address): the
  * loader calls it through that entry, whose GOT entry now leads here. One
  * of them allocates this library's thread-local block on a thread's first
  * hook call, so they must not touch it: calls from the loader's code go
- * straight on, unsampled (as they are when preloaded).
+ * straight on, unsampled (as they are when preloaded): FROM_LOADER.
  */
-static uintptr_t loader_lo, loader_len;
-#define FROM_LOADER() ((uintptr_t)__builtin_return_address(0) - loader_lo < loader_len)
-
-/* ---- the malloc family, sampled into the blockset ---- */
-
-static COLD void *kept(void *p, size_t n, int func)
-{
-	if (p)
-		blockset_keep(&blocks, p, n, func);
-	return p;
-}
-
-static COLD void free_slow(void *p)
-{
-	if (blockset_take(&blocks, p) >= 0)
-		record_free(p); /* before the block can be reused */
-	NEXT(free)(p);
-}
-
-EXPORT HOT void *malloc(size_t n)
-{
-	if (FROM_LOADER() || likely(!sample_now(n)))
-		return NEXT(malloc)(n);
-	return kept(NEXT(malloc)(n), n, HL_FUNC_MALLOC);
-}
-
-EXPORT HOT void free(void *p)
-{
-	if (unlikely(blockset_maybe(&blocks, p))) {
-		free_slow(p);
-		return;
-	}
-	NEXT(free)(p);
-}
-
-EXPORT void *calloc(size_t k, size_t n)
-{
-	size_t t;
-	if (FROM_LOADER() || __builtin_mul_overflow(k, n, &t) || likely(!sample_now(t)))
-		return NEXT(calloc)(k, n);
-	return kept(NEXT(calloc)(k, n), t, HL_FUNC_CALLOC);
-}
-
-/* A realloc of a sampled block is its FREE, then an ALLOC if the new block is sampled. */
-static void *do_realloc(void *p, size_t n, int func)
-{
-	int old = p && blockset_maybe(&blocks, p), new = sample_now(n);
-	if (likely(!old && !new))
-		return NEXT(realloc)(p, n);
-	size_t have = 0;
-	if (old && blockset_take(&blocks, p) >= 0) {
-		have = NEXT(malloc_usable_size)(p);
-		record_free(p);
-	} else
-		old = 0;
-	void *q = NEXT(realloc)(p, n);
-	if (!q && p && n) { /* failed: the old block lives on */
-		if (old)
-			blockset_keep(&blocks, p, have, func);
-		return NULL;
-	}
-	return new ? kept(q, n, func) : q;
-}
-
-EXPORT void *realloc(void *p, size_t n)
-{
-	if (FROM_LOADER())
-		return NEXT(realloc)(p, n);
-	return do_realloc(p, n, HL_FUNC_REALLOC);
-}
-
-EXPORT void *reallocarray(void *p, size_t k, size_t n)
-{
-	size_t t;
-	if (__builtin_mul_overflow(k, n, &t)) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	return do_realloc(p, t, HL_FUNC_REALLOCARRAY);
-}
-
-EXPORT int posix_memalign(void **r, size_t align, size_t n)
-{
-	if (FROM_LOADER())
-		return NEXT(posix_memalign)(r, align, n);
-	int sampled = sample_now(n), e = NEXT(posix_memalign)(r, align, n);
-	if (unlikely(sampled) && !e)
-		kept(*r, n, HL_FUNC_POSIX_MEMALIGN);
-	return e;
-}
-
-EXPORT void *aligned_alloc(size_t align, size_t n)
-{
-	if (FROM_LOADER() || likely(!sample_now(n)))
-		return NEXT(aligned_alloc)(align, n);
-	return kept(NEXT(aligned_alloc)(align, n), n, HL_FUNC_ALIGNED_ALLOC);
-}
-
-EXPORT void *memalign(size_t align, size_t n)
-{
-	if (FROM_LOADER() || likely(!sample_now(n)))
-		return NEXT(memalign)(align, n);
-	return kept(NEXT(memalign)(align, n), n, HL_FUNC_MEMALIGN);
-}
-
-EXPORT void *valloc(size_t n)
-{
-	if (likely(!sample_now(n)))
-		return NEXT(valloc)(n);
-	return kept(NEXT(valloc)(n), n, HL_FUNC_VALLOC);
-}
-
-EXPORT void *pvalloc(size_t n)
-{
-	if (likely(!sample_now(n)))
-		return NEXT(pvalloc)(n);
-	return kept(NEXT(pvalloc)(n), n, HL_FUNC_PVALLOC);
-}
-
-EXPORT size_t malloc_usable_size(void *p) { return NEXT(malloc_usable_size)(p); }
+uintptr_t loader_lo, loader_len;
 
 /*
  * Every function routed to the library: the malloc family above; mmap,
@@ -343,13 +222,14 @@ __attribute__((constructor)) static void heaplens_attach_load(void)
 	HL_ALLOCATOR(FIND)
 #undef FIND
 	g.rate = 1; /* the tables are sized for the finest rate a session may ask for */
-	if (!blockset_init(&blocks)) {
+	if (!blockset_init(&sampled_blocks)) {
 		tls.busy--;
 		return;
 	}
 	g.rate = 512 << 10;
 	find_loader();
 	g.find_object = (int (*)(void *, struct dl_find_object *))dlsym(RTLD_DEFAULT, "_dl_find_object");
+	find_allocator();
 	heapstats_init();
 	pools_init();
 	py_detect();

@@ -1,125 +1,157 @@
 /*
- * Sets of sampled blocks that carry no tag in front of them: Python
- * objects (pymem.c), whose layout must not change, and, in a process
- * heaplens attached to, every sampled block (attach.c), since a free that
- * bypasses our hooks must still find a plain glibc block. Declared in
+ * Sets of sampled blocks, kept beside the blocks rather than in them: a
+ * block handed out is exactly what the allocator returned, so whichever
+ * free reaches it (ours, the allocator's own called directly, a library's
+ * bound to libc with RTLD_DEEPBIND) frees it correctly, and nothing is read
+ * outside what the allocator handed out. One set holds the malloc family's
+ * sampled blocks (hooks.c), one the Python objects (pymem.c). Declared in
  * internal.h.
  *
  * A block's address goes into a lock-free open-addressed table (word:
  * address | size << 48, sizes above 0xffff kept as 0xffff; 0 empty,
- * 1 deleted). In front of it sits a filter of saturating byte counters
- * indexed by another hash of the address: freeing an unsampled block costs
- * a multiply, a shift, one byte load and a branch (blockset_maybe).
+ * 1 deleted). When a block finds no room in its probe window the set
+ * grows by a level four times larger (at most LEVELS): older levels are
+ * still searched, newest first, so nothing moves. In front sits a filter
+ * of saturating byte counters indexed by another hash of the address:
+ * freeing an unsampled block costs a multiply, a shift, one byte load and
+ * a branch (blockset_maybe).
  */
 #define _GNU_SOURCE
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "internal.h"
 
 #define PROBES 64
-
-static inline uint32_t filter_at(const void *p)
-{
-	return (uint32_t)(((uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull) >> (64 - BLOCKSET_FILTER_BITS));
-}
+#define ADDR(e) ((e) & ((1ull << 48) - 1))
 
 /* Adds d (±1) to p's counter; 255 sticks, as it may stand for more. */
 static void filter_add(struct blockset *s, const void *p, int d)
 {
-	uint8_t *c = &s->filter[filter_at(p)], v = __atomic_load_n(c, __ATOMIC_RELAXED);
+	uint8_t *c = &s->filter[blockset_filter_at(p)], v = __atomic_load_n(c, __ATOMIC_RELAXED);
 	do
 		if (v == 255 || (v == 0 && d < 0))
 			return;
-	while (!__atomic_compare_exchange_n(c, &v, (uint8_t)(v + d), 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+	while (!__atomic_compare_exchange_n(c, &v, d > 0 && v == 254 ? 255 : (uint8_t)(v + d), 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 }
 
-static inline uint64_t table_at(const struct blockset *s, const void *p, uint32_t k)
+/* p's counter stuck at 255: every free of p comes to the slow path (boot.c's static blocks). */
+void blockset_pin(struct blockset *s, const void *p)
+{
+	__atomic_store_n(&s->filter[blockset_filter_at(p)], 255, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t slot_at(uint32_t bits, const void *p, uint32_t k)
 {
 	uint64_t h = ((uint64_t)(uintptr_t)p >> 4) * 0xc2b2ae3d27d4eb4full;
-	return ((h >> (64 - s->bits)) + k) & ((1ull << s->bits) - 1);
+	return ((h >> (64 - bits)) + k) & ((1ull << bits) - 1);
 }
 
-#define ADDR(e) ((e) & ((1ull << 48) - 1))
+/* A new level, four times the last: one thread maps it, the others find no room meanwhile. */
+static int grow(struct blockset *s, uint32_t had)
+{
+	if (had >= BLOCKSET_LEVELS || __atomic_exchange_n(&s->growing, 1, __ATOMIC_ACQUIRE))
+		return 0;
+	int done = 0;
+	if (__atomic_load_n(&s->levels, __ATOMIC_ACQUIRE) == had) {
+		uint32_t bits = s->bits[had - 1] + 2;
+		void *m = (void *)syscall(SYS_mmap, NULL, 8ull << bits, PROT_READ | PROT_WRITE,
+					  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (m != MAP_FAILED) {
+			s->bits[had] = bits, s->table[had] = m;
+			__atomic_store_n(&s->levels, had + 1, __ATOMIC_RELEASE);
+			done = 1;
+		}
+	} else
+		done = 1; /* another thread grew it meanwhile */
+	__atomic_store_n(&s->growing, 0, __ATOMIC_RELEASE);
+	return done;
+}
 
-/* Puts p (n bytes) in the set; 0 when its probe window is full. */
+/* Puts p (n bytes) in the set; 0 when it has no room. */
 static int put(struct blockset *s, void *p, size_t n)
 {
 	uint64_t want = (uint64_t)(uintptr_t)p | (uint64_t)(n < 0xffff ? n : 0xffff) << 48;
-	uint64_t *table = __atomic_load_n(&s->table, __ATOMIC_ACQUIRE);
-	if (!table || (uint64_t)(uintptr_t)p >> 48)
+	uint32_t levels = __atomic_load_n(&s->levels, __ATOMIC_ACQUIRE);
+	if (!levels || (uint64_t)(uintptr_t)p >> 48)
 		return 0;
-	for (int tries = 0; tries < 4; tries++) {
-		int64_t free_at = -1;
+	/* A block still in the set at this address: its free went unseen (docs/allocators.md). Take its slot over. */
+	for (uint32_t l = 0; l < levels; l++)
 		for (uint32_t k = 0; k < PROBES; k++) {
-			uint64_t *e_at = &table[table_at(s, p, k)];
+			uint64_t *e_at = &s->table[l][slot_at(s->bits[l], p, k)];
 			uint64_t e = __atomic_load_n(e_at, __ATOMIC_ACQUIRE);
-			if (e > 1 && ADDR(e) == (uint64_t)(uintptr_t)p) { /* its free went unseen: take the slot over */
+			if (!e)
+				break;
+			if (e > 1 && ADDR(e) == (uint64_t)(uintptr_t)p) {
 				__atomic_store_n(e_at, want, __ATOMIC_RELEASE);
 				return 1;
 			}
-			if (e <= 1 && free_at < 0)
-				free_at = (int64_t)table_at(s, p, k);
-			if (!e)
-				break;
 		}
-		if (free_at < 0)
+	for (int tries = 0; tries < 8; tries++) {
+		uint32_t l = levels - 1;
+		uint64_t *table = s->table[l];
+		for (uint32_t k = 0; k < PROBES; k++) {
+			uint64_t *e_at = &table[slot_at(s->bits[l], p, k)], old = __atomic_load_n(e_at, __ATOMIC_ACQUIRE);
+			if (old <= 1 && __atomic_compare_exchange_n(e_at, &old, want, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+				filter_add(s, p, 1);
+				return 1;
+			}
+		}
+		if (!grow(s, levels))
 			return 0;
-		uint64_t old = __atomic_load_n(&table[free_at], __ATOMIC_ACQUIRE);
-		if (old <= 1 && __atomic_compare_exchange_n(&table[free_at], &old, want, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-			filter_add(s, p, 1);
-			return 1;
-		}
+		levels = __atomic_load_n(&s->levels, __ATOMIC_ACQUIRE);
 	}
 	return 0;
 }
 
 int64_t blockset_take(struct blockset *s, void *p)
 {
-	uint64_t *table = __atomic_load_n(&s->table, __ATOMIC_ACQUIRE);
-	if (!table)
-		return -1;
-	for (uint32_t k = 0; k < PROBES; k++) {
-		uint64_t *e_at = &table[table_at(s, p, k)];
-		uint64_t e = __atomic_load_n(e_at, __ATOMIC_ACQUIRE);
-		if (!e)
-			return -1;
-		if (e > 1 && ADDR(e) == (uint64_t)(uintptr_t)p) {
-			/* Nothing probes past an empty slot: when the next one is empty, so may this one be. */
-			uint64_t next = __atomic_load_n(&table[table_at(s, p, k + 1)], __ATOMIC_RELAXED);
-			if (!__atomic_compare_exchange_n(e_at, &e, next ? 1 : 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-				return -1;
-			filter_add(s, p, -1);
-			return (int64_t)(e >> 48);
+	for (uint32_t l = __atomic_load_n(&s->levels, __ATOMIC_ACQUIRE); l-- > 0;) {
+		uint64_t *table = s->table[l];
+		for (uint32_t k = 0; k < PROBES; k++) {
+			uint64_t *e_at = &table[slot_at(s->bits[l], p, k)];
+			uint64_t e = __atomic_load_n(e_at, __ATOMIC_ACQUIRE);
+			if (!e)
+				break;
+			if (e > 1 && ADDR(e) == (uint64_t)(uintptr_t)p) {
+				/* Nothing probes past an empty slot: when the next one is empty, so may this one be. */
+				uint64_t next = __atomic_load_n(&table[slot_at(s->bits[l], p, k + 1)], __ATOMIC_RELAXED);
+				if (!__atomic_compare_exchange_n(e_at, &e, next ? 1 : 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+					return -1;
+				filter_add(s, p, -1);
+				return (int64_t)(e >> 48);
+			}
 		}
 	}
 	return -1;
 }
 
 /*
- * Room for twice the samples of 4 GiB of live blocks at the rate, 2^14 to
- * 2^22 slots (128 KiB at the default rate; 32 MiB at --rate 1, where every
- * block is a sample). Untouched pages cost nothing. Attached, the table is
- * sized for the finest rate at load, as sessions may change the rate.
+ * The first level: room for twice the samples of 256 MiB of live blocks at
+ * the rate, 2^12 to 2^16 slots (32 KiB at the default rate, 512 KiB at
+ * --rate 1); the levels after it, four times as many each, up to 2^26
+ * slots. Pages never touched cost nothing. Attached, the set is sized for
+ * the finest rate at load, as sessions may change the rate.
  */
 int blockset_init(struct blockset *s)
 {
-	if (s->table)
+	if (__atomic_load_n(&s->levels, __ATOMIC_ACQUIRE))
 		return 1;
-	uint64_t rate = hl_rate() ? hl_rate() : 1, want = 2 * ((4ull << 30) / rate);
-	uint32_t bits = 14;
-	while (bits < 22 && (1ull << bits) < want)
+	uint64_t rate = hl_rate() ? hl_rate() : 1, want = 2 * ((256ull << 20) / rate);
+	uint32_t bits = 12;
+	while (bits < 16 && (1ull << bits) < want)
 		bits++;
-	struct countdown cd = pause_sampling(); /* our table, not the program's mapping */
-	void *m = mmap(NULL, 8ull << bits, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	resume_sampling(cd);
+	void *m = (void *)syscall(SYS_mmap, NULL, 8ull << bits, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m == MAP_FAILED)
 		return 0;
-	s->bits = bits;
-	__atomic_store_n(&s->table, (uint64_t *)m, __ATOMIC_RELEASE);
+	s->bits[0] = bits, s->table[0] = m;
+	__atomic_store_n(&s->levels, 1, __ATOMIC_RELEASE);
 	return 1;
 }
 
-/* Records a sampled block, or counts it dropped when the table has no room. */
+/* Records a sampled block, or counts it dropped when the set has no room. */
 COLD void blockset_keep(struct blockset *s, void *p, size_t n, int func)
 {
 	if (put(s, p, n)) {

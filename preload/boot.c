@@ -47,6 +47,55 @@ int64_t now_ns(clockid_t c)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+struct alloc_search {
+	uintptr_t addr, lo, hi;
+	const char *name;
+};
+
+static int alloc_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct alloc_search *a = arg;
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		uintptr_t b = info->dlpi_addr + ph->p_vaddr;
+		lo = b < lo ? b : lo, hi = b + ph->p_memsz > hi ? b + ph->p_memsz : hi;
+	}
+	if (a->addr - lo >= hi - lo)
+		return 0;
+	a->lo = lo, a->hi = hi, a->name = info->dlpi_name;
+	return 1;
+}
+
+/*
+ * The module that serves real.malloc, for maps.c (an mmap called from it
+ * is the allocator's own, never the program's) and for the ring header,
+ * which names it: the reports say which allocator a process had. A malloc
+ * found by the default lookup that is not ours (an executable that defines
+ * its own) means the program's calls never reach the hooks.
+ */
+void find_allocator(void)
+{
+	struct alloc_search a = {(uintptr_t)NEXT(malloc), 0, 0, NULL};
+	__atomic_fetch_add(&g.unwinding, 1, __ATOMIC_SEQ_CST); /* dl_iterate_phdr's lock, at a fork */
+	dl_iterate_phdr(alloc_cb, &a);
+	g.alloc_lo = a.lo, g.alloc_hi = a.hi;
+	if (a.name)
+		strncpy(g.alloc_path, a.name, sizeof g.alloc_path - 1);
+	uintptr_t libc = (uintptr_t)dlsym(HL_NEXT, "gnu_get_libc_version");
+	if (libc && libc - a.lo < a.hi - a.lo)
+		g.alloc_flags |= HL_ALLOCATOR_GLIBC;
+	struct alloc_search self = {(uintptr_t)&find_allocator, 0, 0, NULL};
+	dl_iterate_phdr(alloc_cb, &self);
+	uintptr_t first = (uintptr_t)dlsym(RTLD_DEFAULT, "malloc");
+	if (first && first - self.lo >= self.hi - self.lo && first != (uintptr_t)NEXT(malloc))
+		g.alloc_flags |= HL_ALLOCATOR_BYPASS;
+	__atomic_fetch_sub(&g.unwinding, 1, __ATOMIC_RELEASE);
+}
+
 /* ---- bootstrap: dlsym may allocate before the real functions are known ---- */
 
 static char boot_buf[64 << 10] __attribute__((aligned(16)));
@@ -56,19 +105,27 @@ int in_boot(const void *p)
 	return (const char *)p >= boot_buf && (const char *)p < boot_buf + sizeof boot_buf;
 }
 
+/* A bootstrap block's size is in the word below it (boot_alloc). */
+size_t boot_size(const void *p) { return ((const size_t *)p)[-1]; }
+
 
 #ifndef HEAPLENS_ATTACH
 static size_t boot_used;
 
-/* Bootstrap blocks are tagged like sampled blocks; p[-3] holds their size. */
+/*
+ * Bootstrap blocks are never freed; their size is in the word below them,
+ * and their filter counter in the sampled set is pinned, so that free and
+ * realloc take the slow path for them (hooks.c).
+ */
 static void *boot_alloc(size_t n)
 {
-	size_t need = 2 * HDR + ((n + 15) & ~(size_t)15);
+	size_t need = 16 + ((n + 15) & ~(size_t)15);
 	size_t at = __atomic_fetch_add(&boot_used, need, __ATOMIC_RELAXED);
 	if (n > sizeof boot_buf || at + need > sizeof boot_buf)
 		return NULL;
-	uint64_t *p = tag(boot_buf + at + HDR, HDR, 1);
-	p[-3] = n;
+	size_t *p = (size_t *)(boot_buf + at + 16);
+	p[-1] = n;
+	blockset_pin(&sampled_blocks, p);
 	return p;
 }
 
@@ -78,13 +135,6 @@ static void resolve_real(void)
 {
 	if (__atomic_exchange_n(&resolving, 1, __ATOMIC_ACQ_REL))
 		return;
-	if (!RELAXED(real.secret)) {
-		uint64_t s = 0;
-		if (getrandom(&s, sizeof s, GRND_NONBLOCK) != sizeof s)
-			s = (uint64_t)now_ns(CLOCK_MONOTONIC) ^ (uint64_t)(uintptr_t)&s;
-		SET_RELAXED(real.mix, splitmix(&s) | 1);
-		__atomic_store_n(&real.secret, splitmix(&s) | 1, __ATOMIC_RELEASE);
-	}
 	struct hl_real found;
 #define FIND(name, ret, params)                                    \
 	*(void **)&found.name = dlsym(RTLD_NEXT, #name);            \
@@ -170,8 +220,8 @@ void init_global(void)
 	g.rate = env_u64("HEAPLENS_RATE", 1, MAX_RATE, 512 << 10);
 	g.inv_log_keep = g.rate > 1 ? -1.0 / log1p(-1.0 / (double)g.rate) : 0;
 	g.seeded = parse_num(getenv("HEAPLENS_SEED"), &g.seed);
-	if (!g.seeded)
-		g.seed = RELAXED(real.secret);
+	if (!g.seeded && getrandom(&g.seed, sizeof g.seed, GRND_NONBLOCK) != sizeof g.seed)
+		g.seed = (uint64_t)now_ns(CLOCK_MONOTONIC) ^ (uint64_t)getpid();
 	g.want_size = env_u64("HEAPLENS_RING_SIZE", MIN_RING, MAX_RING, DEFAULT_RING);
 	if (g.want_size & (g.want_size - 1))
 		g.want_size = DEFAULT_RING;
@@ -180,11 +230,14 @@ void init_global(void)
 	uint64_t agent = env_u64("HEAPLENS_AGENT_PID", 1, INT32_MAX, 0);
 	g.unwind_check = (int)env_u64("HEAPLENS_UNWIND_CHECK", 0, 1, 0);
 	g.find_object = (int (*)(void *, struct dl_find_object *))dlsym(RTLD_DEFAULT, "_dl_find_object");
+	find_allocator();
 	heapstats_init();
 	if (g.dir && (g.follow || (uint64_t)getppid() == agent)) {
 		ring_create(0, 0, 0);
 		SET_RELAXED(g.active, g.ring != NULL);
 	}
+	if (g.active && !blockset_init(&sampled_blocks))
+		SET_RELAXED(g.active, 0); /* nowhere to keep sampled blocks: nothing is sampled */
 	if (g.active) {
 		pthread_atfork(NULL, NULL, hl_atfork_child);
 		on_exit(on_exit_mark, NULL);

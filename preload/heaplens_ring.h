@@ -21,6 +21,10 @@
 #define HL_FLAG_ATTACHED 16u /* made by heaplens attach in a running process: sampling began at start_mono_ns */
 #define HL_FLAG_DETACHED 32u /* the attach session ended: nothing more is written */
 
+/* allocator_flags */
+#define HL_ALLOCATOR_GLIBC 1u  /* the allocator is glibc's: MALLINFO records describe it */
+#define HL_ALLOCATOR_BYPASS 2u /* the program's malloc resolves before the hooks: its calls are not seen */
+
 struct hl_ring_header {
 	uint64_t magic;
 	uint32_t version;
@@ -59,7 +63,12 @@ struct hl_ring_header {
 	uint64_t unwind_tables;   /* native stacks walked with the agent's unwind tables */
 	uint64_t unwind_libgcc;   /* native stacks walked by libgcc */
 	uint64_t unwind_differed; /* HEAPLENS_UNWIND_CHECK=1: stacks on which the two walks differed */
-	uint8_t pad3[1024 - 344];
+	uint64_t allocator_maps;      /* mmaps the allocator made for itself, not counted as the program's */
+	uint64_t allocator_map_bytes; /* their bytes */
+	uint32_t allocator_flags;     /* HL_ALLOCATOR_* */
+	uint32_t allocator_len;       /* bytes used in allocator */
+	char allocator[256];          /* path of the module whose malloc the hooks call ("" the executable) */
+	uint8_t pad3[1024 - 624];
 
 	char cmdline[2048]; /* /proc/self/cmdline: NUL-separated, possibly cut */
 	char exe[1024];     /* readlink(/proc/self/exe) */

@@ -28,6 +28,8 @@ static int64_t next_at; /* CLOCK_MONOTONIC ns; INT64_MAX while a thread takes on
 /* From init_global: dlsym must not run inside a hook. glibc 2.33+. */
 void heapstats_init(void)
 {
+	if (!(g.alloc_flags & HL_ALLOCATOR_GLIBC))
+		return; /* mallinfo2 would describe glibc's arenas, which hold nothing of the program's */
 	info = (struct mallinfo2 (*)(void))dlsym(HL_NEXT, "mallinfo2");
 }
 

@@ -1,7 +1,12 @@
 /*
- * The interposed malloc family. An unsampled call costs a countdown and the
- * call below; a sampled block carries a tag in front of it (see tag) so that
- * free, realloc and malloc_usable_size recognise it.
+ * The interposed malloc family, preloaded and attached alike. An unsampled
+ * call costs a countdown and the call below. A sampled block is exactly
+ * what the allocator below returned, remembered in a set beside it
+ * (blockset.c), never tagged: any allocator may start a block at a
+ * mapping's first byte, and any free may reach it (ours, the allocator's
+ * own through RTLD_DEEPBIND or a pointer taken before us): each must find
+ * the block as the allocator made it. docs/allocators.md says what this
+ * sees under each allocator.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -11,184 +16,99 @@
 
 #include "internal.h"
 
-#ifndef HEAPLENS_ATTACH /* attached, attach.c has the malloc family */
+struct blockset sampled_blocks;
 
-/* ---- sampled blocks ---- */
-
-/*
- * A sampled block carries two words just below the pointer we return:
- * p[-1] is a random per-process secret and p[-2] is the offset from the real
- * block to p mixed with p. free() of an unsampled pointer costs one load of
- * p[-1], a word glibc's own free reads next anyway, and one compare: glibc
- * keeps its chunk size there, which can never equal a random 64-bit secret.
- * The slow path then checks p[-2] against the address, so a stray copy of a
- * header elsewhere is never taken for a sampled block.
- *
- * A tagged block reallocated to a size the sampler passes over keeps its
- * tag, marked UNRECORDED, and is reallocated in place as glibc would (a
- * large one by mremap): moving it to an untagged block would copy it all.
- */
-
-void *tag(void *raw, uint64_t off, int recorded)
+static COLD void *kept(void *p, size_t n, int func)
 {
-	uint64_t *p = (uint64_t *)((char *)raw + off);
-	p[-2] = (recorded ? off : off | UNRECORDED) ^ ((uint64_t)(uintptr_t)p * RELAXED(real.mix));
-	p[-1] = RELAXED(real.secret);
+	if (p)
+		blockset_keep(&sampled_blocks, p, n, func);
 	return p;
 }
 
-static void untag_and_free(void *p)
-{
-	void *raw = raw_of(p);
-	((uint64_t *)p)[-1] = 0;
-	NEXT(free)(raw);
-}
-
-static COLD void *sampled_malloc(size_t n, int func, int zero)
-{
-	if (n > SIZE_MAX - HDR) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	void *raw = zero ? NEXT(calloc)(1, n + HDR) : NEXT(malloc)(n + HDR);
-	if (!raw)
-		return NULL;
-	void *p = tag(raw, HDR, 1);
-	record_alloc(p, n, func);
-	return p;
-}
-
-/* glibc 2.36 semantics: memalign and aligned_alloc round a non-power-of-two alignment up. */
-static COLD void *sampled_aligned(size_t align, size_t n, int func)
-{
-	size_t a = 16;
-	while (a < align && a <= SIZE_MAX / 4)
-		a <<= 1;
-	if (a < align || n > SIZE_MAX - a)
-		return NULL; /* only reached for sizes libc rejects too; caller retries with libc */
-	void *raw = NEXT(memalign)(a, n + a);
-	if (!raw)
-		return NULL;
-	void *p = tag(raw, a, 1);
-	record_alloc(p, n, func);
-	return p;
-}
-
-static void free_sampled(void *p)
+/* The FREE goes out before the block is released: its address may be reused at once. */
+static COLD void free_slow(void *p)
 {
 	if (in_boot(p))
 		return;
-	if (!tagged(p)) { /* p[-1] matched by accident: an ordinary block */
-		NEXT(free)(p);
-		return;
-	}
-	if (recorded(p))
+	if (blockset_take(&sampled_blocks, p) >= 0)
 		record_free(p);
-	untag_and_free(p);
+	NEXT(free)(p);
 }
 
-/* ---- the hooks ---- */
+static COLD void *malloc_slow(size_t n)
+{
+	if (!sample_slow(n))
+		return NEXT(malloc)(n);
+	return kept(NEXT(malloc)(n), n, HL_FUNC_MALLOC);
+}
 
+/* malloc and free without a stack frame: four and seven instructions to the allocator's. */
 EXPORT HOT void *HOOK(malloc)(size_t n)
 {
-	if (likely(!sample_now(n)))
+	if (FROM_LOADER())
 		return NEXT(malloc)(n);
-	return sampled_malloc(n, HL_FUNC_MALLOC, 0);
+	COUNTDOWN_OR_GOTO(n, slow);
+	return NEXT(malloc)(n);
+slow:
+	return malloc_slow(n);
 }
 
 EXPORT HOT void HOOK(free)(void *p)
 {
-	if (unlikely(p && word_below(p, 1) == RELAXED(real.secret))) {
-		free_sampled(p);
-		return;
-	}
+	BLOCKSET_MAYBE_GOTO(&sampled_blocks, p, slow);
 	NEXT(free)(p);
+	return;
+slow:
+	free_slow(p);
 }
 
 EXPORT void *HOOK(calloc)(size_t k, size_t n)
 {
 	size_t t;
-	if (unlikely(__builtin_mul_overflow(k, n, &t))) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	if (likely(!sample_now(t)))
+	if (FROM_LOADER() || __builtin_mul_overflow(k, n, &t) || likely(!sample_now(t)))
 		return NEXT(calloc)(k, n);
-	return sampled_malloc(t, HL_FUNC_CALLOC, 1);
-}
-
-static size_t sampled_size(void *p)
-{
-	void *raw = raw_of(p);
-	if (in_boot(p))
-		return ((uint64_t *)p)[-3];
-	return NEXT(malloc_usable_size)(raw) - (size_t)((char *)p - (char *)raw);
+	return kept(NEXT(calloc)(k, n), t, HL_FUNC_CALLOC);
 }
 
 /*
- * counted: the realloc hook's countdown ran out on n, so sample_slow
- * decides (else n is counted down here).
+ * p may be sampled, or the countdown ran out on n (counted: sample_slow
+ * decides). A realloc of a sampled block is its FREE, then an ALLOC if the
+ * new block is sampled.
  */
-static void *do_realloc(void *p, size_t n, int func, int counted)
+static COLD void *do_realloc(void *p, size_t n, int func, int counted)
 {
-	int new;
-	if (!p) {
-		new = counted ? sample_slow(n) : sample_now(n);
-		return new ? sampled_malloc(n, func, 0) : NEXT(malloc)(n);
+	int new = counted ? sample_slow(n) : sample_now(n);
+	if (p && in_boot(p)) { /* a bootstrap block moves to the allocator */
+		void *q = new ? kept(NEXT(malloc)(n), n, func) : NEXT(malloc)(n);
+		if (q)
+			memcpy(q, p, boot_size(p) < n ? boot_size(p) : n);
+		return q;
 	}
-	int old = tagged(p);
-	if (n == 0 && !in_boot(p)) { /* glibc frees and returns NULL */
-		if (!old)
-			return NEXT(realloc)(p, 0);
-		if (recorded(p))
-			record_free(p);
-		((uint64_t *)p)[-1] = 0;
-		return NEXT(realloc)(raw_of(p), 0);
-	}
-	new = counted ? sample_slow(n) : sample_now(n);
-	if (likely(!old && !new))
+	int64_t old = p && blockset_maybe(&sampled_blocks, p) ? blockset_take(&sampled_blocks, p) : -1;
+	if (old < 0 && !new)
 		return NEXT(realloc)(p, n);
-	if (!old) { /* plain -> sampled */
-		size_t have = NEXT(malloc_usable_size)(p);
-		void *q = sampled_malloc(n, func, 0);
-		if (q) {
-			memcpy(q, p, have < n ? have : n);
-			NEXT(free)(p);
-		}
-		return q;
+	size_t have = 0;
+	if (old >= 0) {
+		have = old < 0xffff ? (size_t)old : NEXT(malloc_usable_size)(p);
+		record_free(p);
 	}
-	size_t have = sampled_size(p);
-	if (!in_boot(p) && off_of(p) == HDR && n <= SIZE_MAX - HDR) {
-		/* tagged -> tagged in place: the free first, as the old address may be reused at once */
-		int was = recorded(p);
-		if (was)
-			record_free(p);
-		void *raw = NEXT(realloc)(raw_of(p), n + HDR);
-		if (!raw) {
-			if (was)
-				record_alloc(p, have, func); /* the old block lives on */
-			return NULL;
-		}
-		void *q = tag(raw, HDR, new);
-		if (new)
-			record_alloc(q, n, func);
-		return q;
-	}
-	/* bootstrap or over-aligned -> new block */
-	void *q = new ? sampled_malloc(n, func, 0) : NEXT(malloc)(n);
-	if (!q)
+	void *q = NEXT(realloc)(p, n);
+	if (!q && p && n) { /* failed: the old block lives on */
+		if (old >= 0)
+			blockset_keep(&sampled_blocks, p, have, func);
 		return NULL;
-	memcpy(q, p, have < n ? have : n);
-	free_sampled(p);
-	return q;
+	}
+	return new ? kept(q, n, func) : q;
 }
 
 static COLD void *realloc_slow(void *p, size_t n, int func) { return do_realloc(p, n, func, 1); }
 
-/* The common case (an untagged block, the countdown not run out) without a stack frame. */
+/* The common case (an unsampled block, the countdown not run out) without a stack frame. */
 EXPORT HOT void *HOOK(realloc)(void *p, size_t n)
 {
-	if (likely(p && word_below(p, 1) != RELAXED(real.secret))) {
+	if (FROM_LOADER())
+		return NEXT(realloc)(p, n);
+	if (likely(!blockset_maybe(&sampled_blocks, p))) {
 		COUNTDOWN_OR_GOTO(n, slow);
 		return NEXT(realloc)(p, n);
 	}
@@ -207,59 +127,49 @@ EXPORT void *HOOK(reallocarray)(void *p, size_t k, size_t n)
 	return do_realloc(p, t, HL_FUNC_REALLOCARRAY, 0);
 }
 
-static int pow2(size_t a) { return a && !(a & (a - 1)); }
-
 EXPORT int HOOK(posix_memalign)(void **r, size_t align, size_t n)
 {
-	if (likely(!sample_now(n)) || align % sizeof(void *) || !pow2(align))
+	if (FROM_LOADER() || likely(!sample_now(n)))
 		return NEXT(posix_memalign)(r, align, n);
-	void *p = sampled_aligned(align, n, HL_FUNC_POSIX_MEMALIGN);
-	if (!p)
-		return NEXT(posix_memalign)(r, align, n);
-	*r = p;
-	return 0;
+	int e = NEXT(posix_memalign)(r, align, n);
+	if (!e)
+		kept(*r, n, HL_FUNC_POSIX_MEMALIGN);
+	return e;
 }
 
 EXPORT void *HOOK(aligned_alloc)(size_t align, size_t n)
 {
-	void *p;
-	if (likely(!sample_now(n)) || align > SIZE_MAX / 2 + 1 || !(p = sampled_aligned(align, n, HL_FUNC_ALIGNED_ALLOC)))
+	if (FROM_LOADER() || likely(!sample_now(n)))
 		return NEXT(aligned_alloc)(align, n);
-	return p;
+	return kept(NEXT(aligned_alloc)(align, n), n, HL_FUNC_ALIGNED_ALLOC);
 }
 
 EXPORT void *HOOK(memalign)(size_t align, size_t n)
 {
-	void *p;
-	if (likely(!sample_now(n)) || align > SIZE_MAX / 2 + 1 || !(p = sampled_aligned(align, n, HL_FUNC_MEMALIGN)))
+	if (FROM_LOADER() || likely(!sample_now(n)))
 		return NEXT(memalign)(align, n);
-	return p;
+	return kept(NEXT(memalign)(align, n), n, HL_FUNC_MEMALIGN);
 }
 
 EXPORT void *HOOK(valloc)(size_t n)
 {
-	void *p;
-	if (likely(!sample_now(n)) || !(p = sampled_aligned((size_t)sysconf(_SC_PAGESIZE), n, HL_FUNC_VALLOC)))
+	if (FROM_LOADER() || likely(!sample_now(n)))
 		return NEXT(valloc)(n);
-	return p;
+	return kept(NEXT(valloc)(n), n, HL_FUNC_VALLOC);
 }
 
+/* pvalloc rounds up to whole pages: the sampler counts what it gives. */
 EXPORT void *HOOK(pvalloc)(size_t n)
 {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE), r;
-	void *p;
-	if (n > SIZE_MAX - page)
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), r = n ? (n + page - 1) & ~(page - 1) : page;
+	if (FROM_LOADER() || n > SIZE_MAX - page || likely(!sample_now(r)))
 		return NEXT(pvalloc)(n);
-	r = n ? (n + page - 1) & ~(page - 1) : page;
-	if (likely(!sample_now(r)) || !(p = sampled_aligned(page, r, HL_FUNC_PVALLOC)))
-		return NEXT(pvalloc)(n);
-	return p;
+	return kept(NEXT(pvalloc)(n), r, HL_FUNC_PVALLOC);
 }
 
 EXPORT size_t HOOK(malloc_usable_size)(void *p)
 {
-	if (p && tagged(p))
-		return sampled_size(p);
+	if (unlikely(p && in_boot(p)))
+		return boot_size(p);
 	return NEXT(malloc_usable_size)(p);
 }
-#endif

@@ -73,25 +73,6 @@
 #endif
 
 /*
- * Reads the word i words below a block the program handed us: glibc's chunk
- * header for an ordinary block, our tag for a sampled one. AddressSanitizer
- * sees a read of its redzone; it is one by design.
- */
-static inline __attribute__((no_sanitize_address)) uint64_t word_below(const void *p, int i)
-{
-	return ((const uint64_t *)p)[-i];
-}
-
-/*
- * Sampled blocks: p[-1] = secret, p[-2] = (offset to the real block |
- * UNRECORDED) ^ (p * mix). The offset is a power of two of at least HDR;
- * UNRECORDED marks a block that keeps its tag but is not in the profile
- * (hooks.c: a sampled block reallocated in place to an unsampled size).
- */
-#define HDR 16u
-#define UNRECORDED 1u
-
-/*
  * The allocator functions below us, each once: name, return type,
  * parameters. hooks.c interposes each; boot.c finds the real ones (and
  * serves dlsym before it has them). malloc and free come first: they are
@@ -110,8 +91,6 @@ static inline __attribute__((no_sanitize_address)) uint64_t word_below(const voi
 	X(malloc_usable_size, size_t, (void *p))
 
 struct hl_real {
-	uint64_t secret;
-	uint64_t mix; /* odd: p * mix hides the offset word */
 #define HL_REAL_FIELD(name, ret, params) ret(*name) params;
 	HL_ALLOCATOR(HL_REAL_FIELD)
 #undef HL_REAL_FIELD
@@ -141,18 +120,28 @@ struct tls {
 	 * nothing there (unwind.c). 0 until libgcc has walked this thread.
 	 */
 	uintptr_t stack_top, walk_top;
-	/* The rules this thread's walks looked up last, by address (unwind.c): a hit skips the table search. */
-	uintptr_t rule_pc[256];
+	struct scratch *scratch; /* NULL until the thread's first sample (scratch.c) */
+	int scratch_gone;        /* the thread is ending: its scratch was unmapped */
+};
+/*
+ * What a sample needs beside the countdown, too large for static TLS
+ * (scratch.c): a thread's own, mapped on its first sample.
+ */
+struct scratch {
+	uintptr_t rule_pc[256]; /* the rules this thread's walks looked up last, by address (unwind.c) */
 	uint32_t rule_of[256];
 	uintptr_t frames[HL_MAX_FRAMES];
 	uint64_t py[2 * HL_MAX_PYFRAMES]; /* code pointer, position word: see heaplens_ring.h */
 };
+struct scratch *scratch_get(void); /* NULL: none can be had, the sample is dropped */
+
 /*
  * Preloaded, the library's thread-local block sits in the static TLS block
- * (initial-exec: one %fs-relative access). Loaded by dlopen into a running
- * process (heaplens attach), it cannot: that block has room for about a
- * kilobyte of late arrivals and ours is 40 KiB, so it takes the dynamic
- * model (a TLS descriptor call, the block allocated on a thread's first use).
+ * (initial-exec: one %fs-relative access), which glibc carves out of every
+ * thread's stack: it must stay a few hundred bytes (test: TestSmallStacks).
+ * Loaded by dlopen into a running process (heaplens attach), it takes the
+ * dynamic model (a TLS descriptor call, the block allocated on a thread's
+ * first use), as the static block has little room for late arrivals.
  */
 #ifdef HEAPLENS_ATTACH
 #define HL_TLS_MODEL "global-dynamic"
@@ -247,6 +236,10 @@ struct hl_global {
 	int no_unwind;
 	int unwind_check; /* HEAPLENS_UNWIND_CHECK=1: every stack walked both ways (unwind.c) */
 	int (*find_object)(void *pc, struct dl_find_object *); /* glibc 2.35+, lock-free; else NULL */
+	/* The module whose malloc the hooks call (find_allocator): its own mmaps are not the program's. */
+	uintptr_t alloc_lo, alloc_hi;
+	uint32_t alloc_flags; /* HL_ALLOCATOR_* */
+	char alloc_path[256];
 };
 extern struct hl_global g;
 
@@ -311,25 +304,6 @@ slow:
 	return sample_slow(n);
 }
 
-static inline uint64_t off_word(const void *p)
-{
-	return word_below(p, 2) ^ ((uint64_t)(uintptr_t)p * RELAXED(real.mix));
-}
-static inline uint64_t off_of(const void *p) { return off_word(p) & ~(uint64_t)UNRECORDED; }
-static inline int recorded(const void *p) { return !(off_word(p) & UNRECORDED); }
-
-/* The full check; free's fast path does only its first half. */
-static inline int tagged(const void *p)
-{
-	if (word_below(p, 1) != RELAXED(real.secret))
-		return 0;
-	uint64_t off = off_of(p);
-	return off >= HDR && off <= (1ull << 40) && !(off & (off - 1));
-}
-
-static inline void *raw_of(void *p) { return (char *)p - off_of(p); }
-
-void *tag(void *raw, uint64_t off, int recorded);
 void record_alloc(void *p, size_t n, int func);
 void record_free(void *p);
 void record_unmap(void *p, size_t n);
@@ -344,8 +318,10 @@ int64_t now_ns(clockid_t c);
 
 /* boot.c */
 int in_boot(const void *p); /* a block of the static buffer that serves dlsym */
+size_t boot_size(const void *p); /* the size asked for such a block */
 void init_global(void);
 void hl_atfork_child(void); /* a fork child's own ring */
+void find_allocator(void); /* where real.malloc lives; at start-up only (dlsym, dl_iterate_phdr) */
 
 /* ring.c */
 char *put_name(char *q, const char *name); /* g.dir + "/" + name */
@@ -386,25 +362,61 @@ void ring_put_bytes(uint64_t pos, const void *src, uint64_t n);
 void ring_commit(uint64_t pos, uint64_t hdr);
 
 /*
- * blockset.c: a set of sampled blocks that carry no tag (Python objects,
- * and every block when attached): a lock-free open-addressed table with a
- * filter of saturating counters in front, so that a free of an unsampled
- * block costs a multiply, a shift and one byte load.
+ * blockset.c: a set of sampled blocks kept beside them, not in them: a
+ * lock-free open-addressed table in levels, with a filter of saturating
+ * counters in front, so that a free of an unsampled block costs a
+ * multiply, a shift and one byte load.
  */
 #define BLOCKSET_FILTER_BITS 14
+#define BLOCKSET_LEVELS 6
 struct blockset {
 	uint8_t filter[1u << BLOCKSET_FILTER_BITS];
-	uint64_t *table;
-	uint32_t bits;
+	uint64_t *table[BLOCKSET_LEVELS];
+	uint32_t bits[BLOCKSET_LEVELS];
+	uint32_t levels; /* published with release once table[levels - 1] is there */
+	int growing;
 };
+static inline uint32_t blockset_filter_at(const void *p)
+{
+	return (uint32_t)(((uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull) >> (64 - BLOCKSET_FILTER_BITS));
+}
 static inline int blockset_maybe(const struct blockset *s, const void *p)
 {
-	uint32_t i = (uint32_t)(((uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull) >> (64 - BLOCKSET_FILTER_BITS));
-	return __atomic_load_n(&s->filter[i], __ATOMIC_RELAXED) != 0;
+	return __atomic_load_n(&s->filter[blockset_filter_at(p)], __ATOMIC_RELAXED) != 0;
 }
+/*
+ * blockset_maybe as a jump to label, for free's fast path: the compare
+ * reads the filter byte itself (C's relaxed load adds a zero-extend and a
+ * test). The hash is blockset_filter_at's.
+ */
+#define BLOCKSET_MAYBE_GOTO(s, p, label)                                         \
+	__asm__ goto("movabsq $0x9e3779b97f4a7c15, %%rax\n\t"                 \
+		     "imulq %0, %%rax\n\t"                                      \
+		     "shrq $(64 - " HL_STR(BLOCKSET_FILTER_BITS) "), %%rax\n\t"  \
+		     "cmpb $0, (%1,%%rax)\n\t"                                   \
+		     "jne %l[" #label "]"                                       \
+		     :                                                          \
+		     : "r"(p), "r"((s)->filter)                                 \
+		     : "rax", "cc"                                              \
+		     : label)
+#define HL_STR_(x) #x
+#define HL_STR(x) HL_STR_(x)
 int blockset_init(struct blockset *s);
 int64_t blockset_take(struct blockset *s, void *p); /* its size (at most 0xffff), or -1 if not there */
 void blockset_keep(struct blockset *s, void *p, size_t n, int func); /* puts and records, or counts a drop */
+void blockset_pin(struct blockset *s, const void *p); /* every free of p takes the slow path */
+extern struct blockset sampled_blocks; /* hooks.c: the malloc family's sampled blocks */
+
+/*
+ * Attached, the loader's own allocations may come through the hooks (see
+ * attach.c); preloaded, they never reach a sampled path.
+ */
+#ifdef HEAPLENS_ATTACH
+extern uintptr_t loader_lo, loader_len;
+#define FROM_LOADER() ((uintptr_t)__builtin_return_address(0) - loader_lo < loader_len)
+#else
+#define FROM_LOADER() 0
+#endif
 
 /* attach.c (the attach build): a session starting or ending, seen from a hook's slow path. */
 int attach_poll(uint64_t *session); /* 0 while another thread switches; else the session now running (0 none) */
@@ -419,7 +431,7 @@ extern int py_pending; /* a supported interpreter is loaded; its PyMem hooks are
 void py_detect(void);
 void py_try_install(void);
 void py_walk(void);
-int py_emit_codes(void); /* 1: every code object of tls.py is in the ring (sent now or before) */
+int py_emit_codes(void); /* 1: every code object of tls.scratch->py is in the ring (sent now or before) */
 void py_check_final(void);
 void py_new_ring(void);      /* a new ring (fork child, attach session): state and code records again */
 int py_running(void);       /* 1: an initialised interpreter, not finalizing */

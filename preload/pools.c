@@ -178,13 +178,14 @@ EXPORT uint64_t heaplens_pool_capture(void)
 	if (tls.origin) /* a worker submitting more work passes its own origin on */
 		return tls.origin;
 	tls.busy++;
+	scratch_get();
 	py_walk();
 	uint64_t sig = 0;
 	if (tls.npy) {
 		sig = (uint64_t)(uintptr_t)__builtin_return_address(0) * 0x9e3779b97f4a7c15ull ^
 		      (uint64_t)(uintptr_t)__builtin_frame_address(0);
 		for (uint32_t i = 0; i < 2 * tls.npy; i++)
-			sig = (sig ^ tls.py[i]) * 0xff51afd7ed558ccdull;
+			sig = (sig ^ tls.scratch->py[i]) * 0xff51afd7ed558ccdull;
 		sig |= 1;
 		for (uint32_t i = 0; i < CAPTURE_CACHE; i++)
 			if (cap.sig[i] == sig) {

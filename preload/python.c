@@ -226,19 +226,19 @@ static void push(const char *code, int64_t pos)
 	if (tls.npy >= HL_MAX_PYFRAMES)
 		return;
 	uint64_t w = (uint64_t)identity(code) << 32 | (uint64_t)((pos + 1) & 0x7fffffff);
-	tls.py[2 * tls.npy] = (uint64_t)(uintptr_t)code;
-	tls.py[2 * tls.npy + 1] = w;
+	tls.scratch->py[2 * tls.npy] = (uint64_t)(uintptr_t)code;
+	tls.scratch->py[2 * tls.npy + 1] = w;
 	tls.npy++;
 }
 
 static void end_activation(void)
 {
 	if (tls.npy)
-		tls.py[2 * tls.npy - 1] |= HL_PY_ACTIVATION_END;
+		tls.scratch->py[2 * tls.npy - 1] |= HL_PY_ACTIVATION_END;
 }
 
 /*
- * Fills tls.py with the calling thread's Python frames, innermost first,
+ * Fills tls.scratch->py with the calling thread's Python frames, innermost first,
  * marking the outermost frame of each _PyEval_EvalFrameDefault activation so
  * that the agent can place them where their native eval frames sit. Only
  * this thread pushes and pops its frames, so the walk is race-free.
@@ -246,7 +246,7 @@ static void end_activation(void)
 void py_walk(void)
 {
 	tls.npy = 0;
-	if (py.minor <= 0 || RELAXED(g.no_python) || LOAD(uint64_t, py.runtime, py.L.rt_finalizing))
+	if (!tls.scratch || py.minor <= 0 || RELAXED(g.no_python) || LOAD(uint64_t, py.runtime, py.L.rt_finalizing))
 		return;
 	const struct pylayout *L = &py.L;
 	const char *ts = thread_state();
@@ -369,8 +369,8 @@ int py_emit_codes(void)
 {
 	int all = 1;
 	for (uint32_t i = 0; i < tls.npy; i++) {
-		uintptr_t code = (uintptr_t)tls.py[2 * i];
-		uint32_t ident = (uint32_t)(tls.py[2 * i + 1] >> 32);
+		uintptr_t code = (uintptr_t)tls.scratch->py[2 * i];
+		uint32_t ident = (uint32_t)(tls.scratch->py[2 * i + 1] >> 32);
 		uint32_t first = (uint32_t)((code >> 4) * 0x9e3779b1u) % CODE_SLOTS, slot = first, k;
 		for (k = 0; k < 8; k++, slot = (slot + 1) % CODE_SLOTS) {
 			uintptr_t c = __atomic_load_n(&sent[slot].code, __ATOMIC_ACQUIRE);

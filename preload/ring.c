@@ -281,6 +281,9 @@ void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 		h->backing_errno = (uint32_t)late;
 	}
 	h->dropped_alloc = __atomic_exchange_n(&g.early_drops, 0, __ATOMIC_RELAXED);
+	h->allocator_flags = g.alloc_flags;
+	h->allocator_len = (uint32_t)strnlen(g.alloc_path, sizeof g.alloc_path);
+	memcpy(h->allocator, g.alloc_path, h->allocator_len);
 	read_file("/proc/self/cmdline", h->cmdline, sizeof h->cmdline, &h->cmdline_len);
 	ssize_t el = readlink("/proc/self/exe", h->exe, sizeof h->exe - 1);
 	h->exe_len = el > 0 ? (uint32_t)el : 0;

@@ -108,7 +108,7 @@ static _Unwind_Reason_Code unwind_cb(struct _Unwind_Context *ctx, void *arg)
 		return _URC_NO_REASON;
 	if (tls.nframes >= HL_MAX_FRAMES)
 		return _URC_END_OF_STACK;
-	tls.frames[tls.nframes++] = ip;
+	tls.scratch->frames[tls.nframes++] = ip;
 	return _URC_NO_REASON;
 }
 
@@ -127,15 +127,15 @@ static uint64_t stack_hash(uint32_t flags)
 {
 	uint64_t x = (uint64_t)tls.nframes << 32 ^ tls.npy ^ (uint64_t)(flags & HL_ALLOC_TRUNCATED) << 63;
 	for (uint32_t i = 0; i < tls.nframes; i++)
-		x = (x ^ tls.frames[i]) * 0x9e3779b97f4a7c15ull, x ^= x >> 29;
+		x = (x ^ tls.scratch->frames[i]) * 0x9e3779b97f4a7c15ull, x ^= x >> 29;
 	for (uint32_t i = 0; i < 2 * tls.npy; i++)
-		x = (x ^ tls.py[i]) * 0x9e3779b97f4a7c15ull, x ^= x >> 29;
+		x = (x ^ tls.scratch->py[i]) * 0x9e3779b97f4a7c15ull, x ^= x >> 29;
 	return x;
 }
 #endif
 
 /*
- * The native stack into tls.frames: from the agent's unwind tables when
+ * The native stack into tls.scratch->frames: from the agent's unwind tables when
  * they cover it, below the top of the stack libgcc last found on this
  * thread, else by libgcc (so the first stack of each thread). In check mode
  * both, compared. 1: every frame is in a module the agent knows (the
@@ -148,7 +148,7 @@ static int walk_native(struct hl_ring_header *h, const struct walk_start *from)
 		__atomic_fetch_add(&h->unwind_tables, 1, __ATOMIC_RELAXED);
 		if (!g.unwind_check)
 			return 1;
-		/* Compared by length and hash (no room for a copy of 4096 frames); tls.py is not walked yet, the same in both. */
+		/* Compared by length and hash (no room for a copy of 4096 frames); tls.scratch->py is not walked yet, the same in both. */
 		uint32_t n = tls.nframes;
 		uint64_t sum = stack_hash(0);
 		libgcc_walk();
@@ -165,8 +165,8 @@ static int walk_native(struct hl_ring_header *h, const struct walk_start *from)
 }
 
 /*
- * Unwinds this thread into tls.frames and, unless the caller already did,
- * reads its Python frames into tls.py; then makes sure the agent can name
+ * Unwinds this thread into tls.scratch->frames and, unless the caller
+ * already did, reads its Python frames into tls.scratch->py; then makes sure the agent can name
  * every pc (the caller sends the code objects: a stack sent by ref needs
  * none). Returns the ALLOC/ORIGIN flags.
  */
@@ -185,7 +185,7 @@ static uint32_t take_stack(struct hl_ring_header *h, int walked, const struct wa
 	uint32_t hint = 0;
 	if (!known || nf >= HL_MAX_FRAMES) /* the tables' walk looked up every frame but one at the limit */
 		for (uint32_t i = 0; i < nf; i++)
-			if (!covered(tls.frames[i], &hint) && new_module(tls.frames[i])) {
+			if (!covered(tls.scratch->frames[i], &hint) && new_module(tls.scratch->frames[i])) {
 				scan_modules();
 				break;
 			}
@@ -196,9 +196,9 @@ static uint32_t take_stack(struct hl_ring_header *h, int walked, const struct wa
 static void put_stack(uint64_t pos)
 {
 	for (uint32_t i = 0; i < tls.nframes; i++)
-		ring_put(pos + 8 * (uint64_t)i, tls.frames[i]);
+		ring_put(pos + 8 * (uint64_t)i, tls.scratch->frames[i]);
 	for (uint32_t i = 0; i < 2 * tls.npy; i++)
-		ring_put(pos + 8 * (uint64_t)(tls.nframes + i), tls.py[i]);
+		ring_put(pos + 8 * (uint64_t)(tls.nframes + i), tls.scratch->py[i]);
 }
 
 static uint64_t stack_words(void) { return (uint64_t)tls.nframes + 2 * (uint64_t)tls.npy; }
@@ -291,6 +291,10 @@ COLD void record_alloc(void *p, size_t n, int func)
 		__atomic_fetch_add(&g.early_drops, 1, __ATOMIC_RELAXED); /* sampled before the ring existed */
 		goto out;
 	}
+	if (!scratch_get()) {
+		count_drop(&h->dropped_alloc);
+		goto out;
+	}
 	uint32_t flags = take_stack(h, 0, &from);
 	uint64_t token = 0;
 	uint32_t method = (uint32_t)pool_origin(&token);
@@ -333,7 +337,7 @@ out:
 /*
  * The stack of an origin thread, for the pool work done under token: taken
  * by that thread itself, while it waits for the work (or when it submits).
- * walked: tls.py already holds this thread's Python frames.
+ * walked: tls.scratch->py already holds this thread's Python frames.
  */
 COLD void record_origin(uint64_t token, int walked)
 {
@@ -343,6 +347,10 @@ COLD void record_origin(uint64_t token, int walked)
 	struct walk_start from = WALK_START();
 	int saved = errno;
 	struct countdown cd = pause_sampling();
+	if (!scratch_get()) {
+		__atomic_fetch_add(&h->dropped_other, 1, __ATOMIC_RELAXED);
+		goto out;
+	}
 	uint32_t flags = take_stack(h, walked, &from);
 	if (tls.npy)
 		py_emit_codes();
@@ -355,6 +363,7 @@ COLD void record_origin(uint64_t token, int walked)
 		ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_ORIGIN, 0, tls.nframes));
 	} else
 		__atomic_fetch_add(&h->dropped_other, 1, __ATOMIC_RELAXED);
+out:
 	resume_sampling(cd);
 	errno = saved;
 }

@@ -151,7 +151,7 @@ static inline int rule_at(uintptr_t pc, struct walk_module *w, uint32_t *rule)
 }
 
 /*
- * Walks this thread's stack into tls.frames, skipping the library's own
+ * Walks this thread's stack into tls.scratch->frames, skipping the library's own
  * frames: from the frame from describes, or from here if from is NULL. Returns 1 when it reached the outermost frame (or the frame
  * limit), 0 when a frame has no rule it follows or does not look like a
  * frame: the caller then asks libgcc. It reads only below top, the
@@ -167,7 +167,7 @@ __attribute__((noinline)) int table_walk(uintptr_t top, const struct walk_start 
 	if (from) {
 		pc = from->pc, sp = from->sp, bp = from->bp, look = pc - 1;
 		if (pc - self_lo >= self_len)
-			tls.frames[n++] = pc;
+			tls.scratch->frames[n++] = pc;
 	} else {
 		/* The row at this pc describes the frame as it is here: nothing in between moves rsp. */
 		__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(sp), "=r"(bp));
@@ -177,10 +177,10 @@ __attribute__((noinline)) int table_walk(uintptr_t top, const struct walk_start 
 	for (;; look = pc - 1) {
 		/* A thread's stacks share most frames: a small cache of rules by address first. */
 		size_t c = (size_t)((look * 0x9e3779b97f4a7c15ull) >> 56);
-		if (tls.rule_pc[c] == look)
-			rule = tls.rule_of[c];
+		if (tls.scratch->rule_pc[c] == look)
+			rule = tls.scratch->rule_of[c];
 		else if (rule_at(look, &w, &rule))
-			tls.rule_pc[c] = look, tls.rule_of[c] = rule;
+			tls.scratch->rule_pc[c] = look, tls.scratch->rule_of[c] = rule;
 		else
 			return 0;
 		uint32_t kind = rule >> 24 & 3, k = rule >> 16 & 0xff;
@@ -203,7 +203,7 @@ __attribute__((noinline)) int table_walk(uintptr_t top, const struct walk_start 
 			continue;
 		if (n >= HL_MAX_FRAMES)
 			break;
-		tls.frames[n++] = pc;
+		tls.scratch->frames[n++] = pc;
 	}
 	tls.nframes = n;
 	return 1;

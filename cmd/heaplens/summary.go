@@ -55,6 +55,9 @@ func printSummary(w io.Writer, capturePath, status string, command []string, see
 			fmt.Fprintf(w, "  pid %d: %s\n", p.PID, p.PythonNote)
 		}
 	}
+	for _, n := range export.AllocatorNotes(c.Processes, nil) {
+		fmt.Fprintf(w, "  %s\n", n)
+	}
 	return err // a damaged capture is still summarised, then reported
 }
 

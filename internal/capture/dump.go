@@ -52,8 +52,8 @@ func dumpBody(rec *Record) string {
 			m.FormatVersion, q(m.HeaplensVersion), m.Rate, m.StartUnixNano, q(m.Host), list(m.Command))
 	case RecProcess:
 		p := rec.Process
-		return fmt.Sprintf("stream=%d pid=%d ppid=%d start_mono_ns=%d exe=%s python=%s note=%s cmdline=%s",
-			p.Stream, p.PID, p.PPID, p.StartMonoNano, q(p.Exe), q(p.Python), q(p.PythonNote), list(p.Cmdline))
+		return fmt.Sprintf("stream=%d pid=%d ppid=%d start_mono_ns=%d exe=%s python=%s note=%s allocator=%s cmdline=%s",
+			p.Stream, p.PID, p.PPID, p.StartMonoNano, q(p.Exe), q(p.Python), q(p.PythonNote), q(p.Allocator), list(p.Cmdline))
 	case RecMapping:
 		m := rec.Mapping
 		return fmt.Sprintf("id=%d stream=%d [%#x,%#x) offset=%#x bias=%#x build_id=%s file=%s",

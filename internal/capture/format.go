@@ -158,7 +158,11 @@ func appendProcess(b []byte, p *Process) []byte {
 	b = appendStrings(b, p.Cmdline)
 	b = appendString(b, p.Exe)
 	b = appendString(b, p.Python)
-	return appendString(b, p.PythonNote)
+	b = appendString(b, p.PythonNote)
+	if p.Allocator != "" {
+		b = appendString(b, p.Allocator)
+	}
+	return b
 }
 
 func appendMapping(b []byte, m *Mapping) []byte {
@@ -443,6 +447,9 @@ func decodeProcess(b []byte, p *Process) error {
 	if len(d.b) > 0 { // appended in heaplens 0.2
 		p.Python = d.string()
 		p.PythonNote = d.string()
+	}
+	if len(d.b) > 0 { // appended in heaplens 0.3
+		p.Allocator = d.string()
 	}
 	return d.err
 }

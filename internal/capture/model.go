@@ -30,6 +30,10 @@ type Process struct {
 	Exe           string
 	Python        string // the interpreter's version ("3.11.7"), empty if none
 	PythonNote    string // why Python frames are missing, when they are
+	// Allocator names what served malloc: "glibc", or another allocator
+	// with its file ("jemalloc (/usr/lib/…/libjemalloc.so.2)"); empty in
+	// captures from before it was recorded.
+	Allocator string
 }
 
 // Mapping is a loaded ELF module of one stream, as pprof understands mappings:

@@ -16,6 +16,7 @@ import (
 
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/ring"
+	"github.com/heaplens/heaplens/internal/size"
 	"github.com/heaplens/heaplens/internal/stack"
 	"github.com/heaplens/heaplens/internal/symbolize"
 	"github.com/heaplens/heaplens/internal/unwind"
@@ -386,6 +387,7 @@ func (c *Collector) announce(s *stream) error {
 		Stream: s.id, PID: h.PID, PPID: h.PPID,
 		StartMonoNano: h.StartMonoNano, StartUnixNano: h.StartUnixNano,
 		Cmdline: h.Cmdline, Exe: h.Exe, Python: version, PythonNote: note,
+		Allocator: allocatorName(h),
 	}); err != nil {
 		return fmt.Errorf("collect: %w", err)
 	}
@@ -795,6 +797,15 @@ func (c *Collector) end(s *stream, replaced bool) error {
 	if cnt.UnwindDiffered > 0 || c.unwindCheck {
 		c.warn("pid %d: unwind check: %d native stacks walked with unwind tables, %d by libgcc; %d of them differed from libgcc's",
 			s.hdr.PID, cnt.UnwindTables, cnt.UnwindLibgcc, cnt.UnwindDiffered)
+	}
+	if h := s.hdr; h.AllocatorFlags&ring.AllocatorBypass != 0 {
+		c.warn("pid %d (%s): its own malloc comes before heaplens's, so its heap allocations were not seen (only its mmaps were); "+
+			"docs/allocators.md says which allocators heaplens sees", h.PID, command(h))
+	}
+	if cnt.AllocatorMaps > 0 && c.w != nil { // for reports, not a warning
+		c.w.Note(&capture.Note{Stream: s.id, Text: fmt.Sprintf(
+			"pid %d: %s took %s in %d mappings for itself: the blocks in them are counted, the mappings are not",
+			s.hdr.PID, allocatorName(s.hdr), size.FormatSize(cnt.AllocatorMapBytes), cnt.AllocatorMaps)})
 	}
 	if cnt.OMPGuessed > 0 {
 		c.warn("%d OpenMP regions of pid %d called a runtime that heaplens found outside the calling library's scope, "+

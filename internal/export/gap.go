@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/heap"
 	"github.com/heaplens/heaplens/internal/size"
 )
@@ -37,6 +38,33 @@ func GapLines(g *heap.Gap, start int64, indent string) []string {
 		lines = append(lines, fmt.Sprintf("%s%.0f %% of RSS is free memory held in glibc's arenas: %s", indent, 100*share, advice))
 	}
 	return lines
+}
+
+// AllocatorNotes say, for the processes whose malloc was not glibc's,
+// which allocator it was and that RSS beside the heap is not split for
+// them (only glibc's statistics are read): one line per allocator. keep
+// chooses the processes (nil: all).
+func AllocatorNotes(procs []*capture.Process, keep func(stream uint32) bool) []string {
+	var order []string
+	pids := map[string][]int{}
+	for _, p := range procs {
+		if p.Allocator == "" || p.Allocator == "glibc" || (keep != nil && !keep(p.Stream)) {
+			continue
+		}
+		if pids[p.Allocator] == nil {
+			order = append(order, p.Allocator)
+		}
+		pids[p.Allocator] = append(pids[p.Allocator], p.PID)
+	}
+	var out []string
+	for _, a := range order {
+		who := fmt.Sprintf("pid %d", pids[a][0])
+		if n := len(pids[a]) - 1; n > 0 {
+			who += fmt.Sprintf(" and %d more process images", n)
+		}
+		out = append(out, fmt.Sprintf("%s: malloc was %s: what it holds beside the live heap is not split out of RSS", who, a))
+	}
+	return out
 }
 
 func signedHuman(v float64) string {

@@ -232,6 +232,7 @@ func captureNotes(c *capture.Capture, p *heap.Profile) []string {
 			out = append(out, fmt.Sprintf("pid %d: %s", pr.PID, pr.PythonNote))
 		}
 	}
+	out = append(out, AllocatorNotes(c.Processes, p.Covers)...)
 	return out
 }
 

@@ -16,6 +16,10 @@ const (
 	FlagAttached       = 16 // made by heaplens attach: sampling began at the ring's start
 	FlagDetached       = 32 // the attach session ended: nothing more is written
 
+	// Header allocator_flags.
+	AllocatorGlibc  = 1 // the allocator is glibc's: MALLINFO records describe it
+	AllocatorBypass = 2 // the program's malloc resolves before the hooks: its calls are not seen
+
 	RecAlloc    = 1
 	RecFree     = 2
 	RecModule   = 3
@@ -102,6 +106,12 @@ const (
 	offUnwindTables = 320
 	offUnwindLibgcc = 328
 	offUnwindDiffer = 336
+	offAllocMaps    = 344
+	offAllocMapB    = 352
+	offAllocFlags   = 360
+	offAllocLen     = 364
+	offAllocator    = 368
+	maxAllocator    = 256
 	offCmdline      = 1024
 	offExe          = 3072
 	maxCmdline      = 2048

@@ -34,6 +34,8 @@ func TestLayoutMatchesC(t *testing.T) {
 		"dropped_other": offDroppedOther, "truncated_stacks": offTruncated, "py_version": offPyVersion,
 		"py_status": offPyStatus, "py_eval": offPyEval, "py_hooked": offPyHooked, "omp_guessed": offOMPGuessed,
 		"unwind_tables": offUnwindTables, "unwind_libgcc": offUnwindLibgcc, "unwind_differed": offUnwindDiffer,
+		"allocator_maps": offAllocMaps, "allocator_map_bytes": offAllocMapB, "allocator_flags": offAllocFlags,
+		"allocator_len": offAllocLen, "allocator": offAllocator,
 		"cmdline": offCmdline, "exe": offExe,
 	}
 	values := map[string]uint64{
@@ -67,6 +69,8 @@ func TestLayoutMatchesC(t *testing.T) {
 		"HL_ORIGIN_SELF + 0":            uint64(capture.MethodSelf),
 		"sizeof(struct hl_ring_header)": HeaderSize,
 		"HL_FLAG_ATTACHED":              FlagAttached, "HL_FLAG_DETACHED": FlagDetached,
+		"HL_ALLOCATOR_GLIBC": AllocatorGlibc, "HL_ALLOCATOR_BYPASS": AllocatorBypass,
+		"sizeof(((struct hl_ring_header *)0)->allocator)": maxAllocator,
 		"HL_CONTROL_MAGIC": ControlMagic, "HL_CONTROL_VERSION": ControlVersion,
 		"HL_CONTROL_HOOKS": ControlHooks, "HL_CONTROL_NAME": ControlNameSize, "HL_CONTROL_DIR": ControlDirSize,
 		"HL_CTL_NO_PYTHON": CtlNoPython, "HL_CTL_NO_FOLLOW": CtlNoFollow,

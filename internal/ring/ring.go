@@ -35,6 +35,11 @@ type Header struct {
 	NoUnwind bool
 	// Attached: made by heaplens attach in a running process.
 	Attached bool
+	// Allocator is the path of the module whose malloc the hooks call
+	// ("" for the executable), and AllocatorFlags what the library found
+	// out about it (Allocator*).
+	Allocator      string
+	AllocatorFlags uint32
 }
 
 // Counters are the ring's running totals.
@@ -46,6 +51,9 @@ type Counters struct {
 	// Native stacks walked with the agent's unwind tables, by libgcc, and
 	// (HEAPLENS_UNWIND_CHECK=1) walked both ways with different results.
 	UnwindTables, UnwindLibgcc, UnwindDiffered uint64
+	// Anonymous mappings the allocator made for itself (not counted as
+	// the program's), and their bytes.
+	AllocatorMaps, AllocatorMapBytes uint64
 }
 
 // Python is what the library found out about a Python interpreter in the process.
@@ -214,6 +222,9 @@ func (r *Ring) Header() Header {
 	}
 	el := min(int(le.Uint32(m[offExeLen:])), maxExe)
 	h.Exe = string(bytes.TrimRight(m[offExe:offExe+el], "\x00"))
+	al := min(int(le.Uint32(m[offAllocLen:])), maxAllocator)
+	h.Allocator = string(bytes.TrimRight(m[offAllocator:offAllocator+al], "\x00"))
+	h.AllocatorFlags = le.Uint32(m[offAllocFlags:])
 	return h
 }
 
@@ -253,16 +264,18 @@ func (r *Ring) Detached() (bool, int64) {
 // Counters returns the ring's totals now.
 func (r *Ring) Counters() Counters {
 	return Counters{
-		Head:           atomic.LoadUint64(r.u64(offHead)),
-		Tail:           atomic.LoadUint64(r.u64(offTail)),
-		DroppedAllocs:  atomic.LoadUint64(r.u64(offDroppedAlloc)),
-		DroppedFree:    atomic.LoadUint64(r.u64(offDroppedFree)),
-		DroppedOther:   atomic.LoadUint64(r.u64(offDroppedOther)),
-		Truncated:      atomic.LoadUint64(r.u64(offTruncated)),
-		OMPGuessed:     atomic.LoadUint64(r.u64(offOMPGuessed)),
-		UnwindTables:   atomic.LoadUint64(r.u64(offUnwindTables)),
-		UnwindLibgcc:   atomic.LoadUint64(r.u64(offUnwindLibgcc)),
-		UnwindDiffered: atomic.LoadUint64(r.u64(offUnwindDiffer)),
+		Head:              atomic.LoadUint64(r.u64(offHead)),
+		Tail:              atomic.LoadUint64(r.u64(offTail)),
+		DroppedAllocs:     atomic.LoadUint64(r.u64(offDroppedAlloc)),
+		DroppedFree:       atomic.LoadUint64(r.u64(offDroppedFree)),
+		DroppedOther:      atomic.LoadUint64(r.u64(offDroppedOther)),
+		Truncated:         atomic.LoadUint64(r.u64(offTruncated)),
+		OMPGuessed:        atomic.LoadUint64(r.u64(offOMPGuessed)),
+		UnwindTables:      atomic.LoadUint64(r.u64(offUnwindTables)),
+		UnwindLibgcc:      atomic.LoadUint64(r.u64(offUnwindLibgcc)),
+		UnwindDiffered:    atomic.LoadUint64(r.u64(offUnwindDiffer)),
+		AllocatorMaps:     atomic.LoadUint64(r.u64(offAllocMaps)),
+		AllocatorMapBytes: atomic.LoadUint64(r.u64(offAllocMapB)),
 	}
 }
 

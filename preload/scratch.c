@@ -1,0 +1,59 @@
+/*
+ * A thread's working memory for taking a sample: the native frames, the
+ * Python frames and the unwind rule cache, about 51 KiB. It is not in the
+ * thread-local block: glibc carves static TLS out of every new thread's
+ * stack, so 51 KiB there would make pthread_create fail for the 16 KiB
+ * stacks programs may ask for (docs/preload-safety.md). It is mapped on
+ * the thread's first sample, with the system call itself (no lock, no
+ * hook), and unmapped when the thread ends, by a thread-specific key's
+ * destructor. A thread that cannot get it drops its samples, counted.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+enum { KEY_NONE, KEY_MAKING, KEY_READY, KEY_FAILED };
+static int key_state;
+static pthread_key_t key;
+
+static void release(void *s)
+{
+	if (tls.scratch == s) {
+		tls.scratch = NULL;
+		tls.scratch_gone = 1; /* a later destructor's allocation finds none: dropped, not mapped again */
+	}
+	syscall(SYS_munmap, s, sizeof(struct scratch));
+}
+
+/* Without a key the memory would outlive its thread: then no thread gets any. */
+static int key_ready(void)
+{
+	int s = __atomic_load_n(&key_state, __ATOMIC_ACQUIRE);
+	if (s == KEY_NONE && __atomic_compare_exchange_n(&key_state, &s, KEY_MAKING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		s = pthread_key_create(&key, release) == 0 ? KEY_READY : KEY_FAILED;
+		__atomic_store_n(&key_state, s, __ATOMIC_RELEASE);
+	}
+	return s == KEY_READY;
+}
+
+COLD struct scratch *scratch_get(void)
+{
+	if (likely(tls.scratch != NULL))
+		return tls.scratch;
+	if (tls.scratch_gone || !key_ready())
+		return NULL;
+	void *m = (void *)syscall(SYS_mmap, NULL, sizeof(struct scratch), PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED)
+		return NULL;
+	if (pthread_setspecific(key, m) != 0) {
+		syscall(SYS_munmap, m, sizeof(struct scratch));
+		return NULL;
+	}
+	tls.scratch = m;
+	return m;
+}
