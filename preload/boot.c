@@ -73,9 +73,7 @@ static int alloc_cb(struct dl_phdr_info *info, size_t size, void *arg)
 /*
  * The module that serves real.malloc, for maps.c (an mmap called from it
  * is the allocator's own, never the program's) and for the ring header,
- * which names it: the reports say which allocator a process had. A malloc
- * found by the default lookup that is not ours (an executable that defines
- * its own) means the program's calls never reach the hooks.
+ * which names it: the reports say which allocator a process had.
  */
 void find_allocator(void)
 {
@@ -88,11 +86,6 @@ void find_allocator(void)
 	uintptr_t libc = (uintptr_t)dlsym(HL_NEXT, "gnu_get_libc_version");
 	if (libc && libc - a.lo < a.hi - a.lo)
 		g.alloc_flags |= HL_ALLOCATOR_GLIBC;
-	struct alloc_search self = {(uintptr_t)&find_allocator, 0, 0, NULL};
-	dl_iterate_phdr(alloc_cb, &self);
-	uintptr_t first = (uintptr_t)dlsym(RTLD_DEFAULT, "malloc");
-	if (first && first - self.lo >= self.hi - self.lo && first != (uintptr_t)NEXT(malloc))
-		g.alloc_flags |= HL_ALLOCATOR_BYPASS;
 	__atomic_fetch_sub(&g.unwinding, 1, __ATOMIC_RELEASE);
 }
 

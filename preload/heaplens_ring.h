@@ -22,8 +22,7 @@
 #define HL_FLAG_DETACHED 32u /* the attach session ended: nothing more is written */
 
 /* allocator_flags */
-#define HL_ALLOCATOR_GLIBC 1u  /* the allocator is glibc's: MALLINFO records describe it */
-#define HL_ALLOCATOR_BYPASS 2u /* the program's malloc resolves before the hooks: its calls are not seen */
+#define HL_ALLOCATOR_GLIBC 1u /* the allocator is glibc's: MALLINFO records describe it */
 
 struct hl_ring_header {
 	uint64_t magic;

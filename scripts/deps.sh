@@ -24,6 +24,9 @@ if [ "${1:-}" != demo ]; then
 	for p in python3-numpy python3-sklearn python3-numexpr python3-torch libopenblas0-pthread libopenblas0-openmp; do
 		pkg "$p"
 	done
+	for p in libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0; do # programs whose malloc is not glibc's (test/e2e/allocators_test.go)
+		pkg "$p"
+	done
 	pkg python3-dev # the pytest plugin test builds a C extension module for /usr/bin/python3
 	pkg python3-venv # make wheel builds in a venv; the wheel tests install into fresh ones
 	pkg libpython3.11-testsuite # CPython's own regression tests, run bare and under heaplens (test/cpython)

@@ -1,6 +1,7 @@
 package collect
 
 import (
+	"debug/elf"
 	"path/filepath"
 	"strings"
 
@@ -36,4 +37,27 @@ func allocatorName(h ring.Header) string {
 		}
 	}
 	return file
+}
+
+// definesMalloc reports whether an executable defines malloc in its
+// dynamic symbol table: it comes before every preloaded library in the
+// lookup, so the program's calls (and its libraries') never reach ours.
+// An undefined symbol with an address (the executable takes malloc's
+// address through its PLT) is not a definition.
+func definesMalloc(exe string) bool {
+	f, err := elf.Open(exe)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	syms, err := f.DynamicSymbols()
+	if err != nil {
+		return false
+	}
+	for _, s := range syms {
+		if s.Name == "malloc" && s.Section != elf.SHN_UNDEF && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+			return true
+		}
+	}
+	return false
 }

@@ -383,6 +383,10 @@ func (c *Collector) announce(s *stream) error {
 		s.py = &pyStream{eval: p.EvalAddr,
 			codes: map[codeKey]*pyCode{}, locs: map[pyLocKey]uint64{}, native: map[uint64]stack.Class{}}
 	}
+	if definesMalloc(h.Exe) {
+		c.warn("pid %d (%s): the executable defines its own malloc, which comes before heaplens's: its heap allocations are not seen, "+
+			"only its mappings (docs/allocators.md)", h.PID, command(h))
+	}
 	if err := c.w.Process(&capture.Process{
 		Stream: s.id, PID: h.PID, PPID: h.PPID,
 		StartMonoNano: h.StartMonoNano, StartUnixNano: h.StartUnixNano,
@@ -797,10 +801,6 @@ func (c *Collector) end(s *stream, replaced bool) error {
 	if cnt.UnwindDiffered > 0 || c.unwindCheck {
 		c.warn("pid %d: unwind check: %d native stacks walked with unwind tables, %d by libgcc; %d of them differed from libgcc's",
 			s.hdr.PID, cnt.UnwindTables, cnt.UnwindLibgcc, cnt.UnwindDiffered)
-	}
-	if h := s.hdr; h.AllocatorFlags&ring.AllocatorBypass != 0 {
-		c.warn("pid %d (%s): its own malloc comes before heaplens's, so its heap allocations were not seen (only its mmaps were); "+
-			"docs/allocators.md says which allocators heaplens sees", h.PID, command(h))
 	}
 	if cnt.AllocatorMaps > 0 && c.w != nil { // for reports, not a warning
 		c.w.Note(&capture.Note{Stream: s.id, Text: fmt.Sprintf(

@@ -17,8 +17,7 @@ const (
 	FlagDetached       = 32 // the attach session ended: nothing more is written
 
 	// Header allocator_flags.
-	AllocatorGlibc  = 1 // the allocator is glibc's: MALLINFO records describe it
-	AllocatorBypass = 2 // the program's malloc resolves before the hooks: its calls are not seen
+	AllocatorGlibc = 1 // the allocator is glibc's: MALLINFO records describe it
 
 	RecAlloc    = 1
 	RecFree     = 2

@@ -69,7 +69,7 @@ func TestLayoutMatchesC(t *testing.T) {
 		"HL_ORIGIN_SELF + 0":            uint64(capture.MethodSelf),
 		"sizeof(struct hl_ring_header)": HeaderSize,
 		"HL_FLAG_ATTACHED":              FlagAttached, "HL_FLAG_DETACHED": FlagDetached,
-		"HL_ALLOCATOR_GLIBC": AllocatorGlibc, "HL_ALLOCATOR_BYPASS": AllocatorBypass,
+		"HL_ALLOCATOR_GLIBC": AllocatorGlibc,
 		"sizeof(((struct hl_ring_header *)0)->allocator)": maxAllocator,
 		"HL_CONTROL_MAGIC": ControlMagic, "HL_CONTROL_VERSION": ControlVersion,
 		"HL_CONTROL_HOOKS": ControlHooks, "HL_CONTROL_NAME": ControlNameSize, "HL_CONTROL_DIR": ControlDirSize,
