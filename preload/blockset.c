@@ -42,10 +42,10 @@ void blockset_pin(struct blockset *s, const void *p)
 	__atomic_store_n(&s->filter[blockset_filter_at(p)], 255, __ATOMIC_RELAXED);
 }
 
-static inline uint64_t slot_at(uint32_t bits, const void *p, uint32_t k)
+/* p's first slot in a level of 2^bits slots; the probe window follows it. */
+static inline uint64_t home_of(uint32_t bits, const void *p)
 {
-	uint64_t h = ((uint64_t)(uintptr_t)p >> 4) * 0xc2b2ae3d27d4eb4full;
-	return ((h >> (64 - bits)) + k) & ((1ull << bits) - 1);
+	return (((uint64_t)(uintptr_t)p >> 4) * 0xc2b2ae3d27d4eb4full) >> (64 - bits);
 }
 
 /* A new level, four times the last: one thread maps it, the others find no room meanwhile. */
@@ -69,31 +69,30 @@ static int grow(struct blockset *s, uint32_t had)
 	return done;
 }
 
-/* Puts p (n bytes) in the set; 0 when it has no room. */
+/*
+ * Puts p (n bytes) in the set's newest level, at the first free slot of
+ * its probe window; 0 when the set has no room. An entry for p met on the
+ * way is a block whose free went unseen (docs/allocators.md): its slot is
+ * taken over. (One further along, or in an older level, stays until a
+ * free of p removes it: frees take the newest first.)
+ */
 static int put(struct blockset *s, void *p, size_t n)
 {
 	uint64_t want = (uint64_t)(uintptr_t)p | (uint64_t)(n < 0xffff ? n : 0xffff) << 48;
 	uint32_t levels = __atomic_load_n(&s->levels, __ATOMIC_ACQUIRE);
 	if (!levels || (uint64_t)(uintptr_t)p >> 48)
 		return 0;
-	/* A block still in the set at this address: its free went unseen (docs/allocators.md). Take its slot over. */
-	for (uint32_t l = 0; l < levels; l++)
-		for (uint32_t k = 0; k < PROBES; k++) {
-			uint64_t *e_at = &s->table[l][slot_at(s->bits[l], p, k)];
-			uint64_t e = __atomic_load_n(e_at, __ATOMIC_ACQUIRE);
-			if (!e)
-				break;
-			if (e > 1 && ADDR(e) == (uint64_t)(uintptr_t)p) {
-				__atomic_store_n(e_at, want, __ATOMIC_RELEASE);
-				return 1;
-			}
-		}
 	for (int tries = 0; tries < 8; tries++) {
 		uint32_t l = levels - 1;
-		uint64_t *table = s->table[l];
+		uint64_t *table = s->table[l], mask = (1ull << s->bits[l]) - 1, home = home_of(s->bits[l], p);
 		for (uint32_t k = 0; k < PROBES; k++) {
-			uint64_t *e_at = &table[slot_at(s->bits[l], p, k)], old = __atomic_load_n(e_at, __ATOMIC_ACQUIRE);
-			if (old <= 1 && __atomic_compare_exchange_n(e_at, &old, want, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			uint64_t *e_at = &table[(home + k) & mask], e = __atomic_load_n(e_at, __ATOMIC_ACQUIRE);
+			if (e > 1) {
+				if (ADDR(e) == (uint64_t)(uintptr_t)p && __atomic_compare_exchange_n(e_at, &e, want, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+					return 1;
+				continue;
+			}
+			if (__atomic_compare_exchange_n(e_at, &e, want, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 				filter_add(s, p, 1);
 				return 1;
 			}
@@ -108,15 +107,15 @@ static int put(struct blockset *s, void *p, size_t n)
 int64_t blockset_take(struct blockset *s, void *p)
 {
 	for (uint32_t l = __atomic_load_n(&s->levels, __ATOMIC_ACQUIRE); l-- > 0;) {
-		uint64_t *table = s->table[l];
+		uint64_t *table = s->table[l], mask = (1ull << s->bits[l]) - 1, home = home_of(s->bits[l], p);
 		for (uint32_t k = 0; k < PROBES; k++) {
-			uint64_t *e_at = &table[slot_at(s->bits[l], p, k)];
+			uint64_t *e_at = &table[(home + k) & mask];
 			uint64_t e = __atomic_load_n(e_at, __ATOMIC_ACQUIRE);
 			if (!e)
 				break;
 			if (e > 1 && ADDR(e) == (uint64_t)(uintptr_t)p) {
 				/* Nothing probes past an empty slot: when the next one is empty, so may this one be. */
-				uint64_t next = __atomic_load_n(&table[slot_at(s->bits[l], p, k + 1)], __ATOMIC_RELAXED);
+				uint64_t next = __atomic_load_n(&table[(home + k + 1) & mask], __ATOMIC_RELAXED);
 				if (!__atomic_compare_exchange_n(e_at, &e, next ? 1 : 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 					return -1;
 				filter_add(s, p, -1);

@@ -376,9 +376,10 @@ struct blockset {
 	uint32_t levels; /* published with release once table[levels - 1] is there */
 	int growing;
 };
+/* A multiplicative hash of the address's low 32 bits: blocks near each other spread over the filter. */
 static inline uint32_t blockset_filter_at(const void *p)
 {
-	return (uint32_t)(((uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull) >> (64 - BLOCKSET_FILTER_BITS));
+	return ((uint32_t)(uintptr_t)p * 0x9e3779b1u) >> (32 - BLOCKSET_FILTER_BITS);
 }
 static inline int blockset_maybe(const struct blockset *s, const void *p)
 {
@@ -390,9 +391,8 @@ static inline int blockset_maybe(const struct blockset *s, const void *p)
  * test). The hash is blockset_filter_at's.
  */
 #define BLOCKSET_MAYBE_GOTO(s, p, label)                                         \
-	__asm__ goto("movabsq $0x9e3779b97f4a7c15, %%rax\n\t"                 \
-		     "imulq %0, %%rax\n\t"                                      \
-		     "shrq $(64 - " HL_STR(BLOCKSET_FILTER_BITS) "), %%rax\n\t"  \
+	__asm__ goto("imull $0x9e3779b1, %k0, %%eax\n\t"                        \
+		     "shrl $(32 - " HL_STR(BLOCKSET_FILTER_BITS) "), %%eax\n\t"  \
 		     "cmpb $0, (%1,%%rax)\n\t"                                   \
 		     "jne %l[" #label "]"                                       \
 		     :                                                          \
