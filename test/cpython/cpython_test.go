@@ -3,6 +3,7 @@ package cpython
 import (
 	"flag"
 	"fmt"
+	"os"
 	"os/exec"
 	"sort"
 	"strings"
@@ -59,17 +60,28 @@ type interpreter struct {
 	name, python string
 	minor        int // 3.minor
 	rates        []string
-	optional     bool // a module its installation lacks is said loudly, not failed
+	optional     bool     // a module its installation lacks is said loudly, not failed
+	env          []string // for both runs: another allocator preloaded
 }
+
+// jemalloc is Debian's, which scripts/deps.sh installs: many Python services
+// preload it, and heaplens must leave them as they are (docs/allocators.md).
+const jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 
 func interpreters(t *testing.T) []interpreter {
 	debian := interpreter{name: "debian", python: "/usr/bin/python3", minor: 11, rates: []string{"default", "4KiB"}}
 	if !*full {
-		t.Logf("CI slice: Debian's python3 at rates %v; `make test-cpython` adds 256 and pyenv's CPython 3.8–3.13 at 4KiB", debian.rates)
+		t.Logf("CI slice: Debian's python3 at rates %v; `make test-cpython` adds 256, jemalloc preloaded and pyenv's CPython 3.8–3.13 at 4KiB", debian.rates)
 		return []interpreter{debian}
 	}
 	debian.rates = append(debian.rates, "256")
 	all := []interpreter{debian}
+	if _, err := os.Stat(jemalloc); err != nil {
+		testenv.Missing(t, "%s is missing (scripts/deps.sh installs it): Debian's python3 with jemalloc does NOT run", jemalloc)
+	} else {
+		all = append(all, interpreter{name: "debian-jemalloc", python: "/usr/bin/python3", minor: 11,
+			rates: []string{"default", "4KiB"}, env: []string{"LD_PRELOAD=" + jemalloc}})
+	}
 	for _, py := range testenv.Pythons(t) {
 		if py.Name != "debian-python3" {
 			all = append(all, interpreter{name: py.Name, python: py.Path, minor: py.Minor, rates: []string{"4KiB"}, optional: true})
@@ -107,7 +119,7 @@ func TestCPythonSlice(t *testing.T) {
 				}
 				t.Fatalf("%s cannot import test.%s: CPython's test suite is missing (Debian: libpython3.11-testsuite, which scripts/deps.sh installs): %v\n%s", in.python, m, err, out)
 			}
-			jobs = append(jobs, job{in.name + "/" + m, suite{python: in.python, minor: in.minor, heaplens: heaplens, timeout: runTimeout}, m, in.rates})
+			jobs = append(jobs, job{in.name + "/" + m, suite{python: in.python, minor: in.minor, heaplens: heaplens, env: in.env, timeout: runTimeout}, m, in.rates})
 		}
 	}
 	// Runners rather than t.Parallel, which starts subtests in no set order.
