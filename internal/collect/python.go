@@ -53,14 +53,24 @@ func pythonInfo(p ring.Python) (version, note string) {
 	if p.Version != 0 {
 		version = fmt.Sprintf("%d.%d.%d", p.Version>>24, p.Version>>16&0xff, p.Version>>8&0xff)
 	}
+	// Without frames the PyMem hooks are not installed either: say both, as
+	// the small objects then vanish from every view.
+	const off = "Python frames are unavailable and Python objects of 512 bytes or less are not sampled"
 	switch p.Status {
 	case ring.PyUnsupported:
-		note = fmt.Sprintf("Python frames are unavailable: Python %s is not supported (heaplens reads CPython 3.8 to 3.13, default builds); native frames only", version)
+		note = fmt.Sprintf("%s: Python %s is not supported (heaplens reads CPython %s, default builds); native frames only", off, version, supportedPythons)
+	case ring.PyFreeThreaded:
+		note = fmt.Sprintf("%s: Python %s is a free-threaded build, which heaplens does not read (it reads CPython %s, default builds); native frames only", off, version, supportedPythons)
+	case ring.PyBadOffsets:
+		note = fmt.Sprintf("%s: the _Py_DebugOffsets of Python %s (its table of struct offsets for debuggers) are missing or do not fit the layout heaplens knows for that version; native frames only", off, version)
 	case ring.PyOff:
-		note = "Python frames are off (--no-python)"
+		note = "Python frames are off and Python objects of 512 bytes or less are not sampled (--no-python)"
 	}
 	return version, note
 }
+
+// supportedPythons is the range of CPython versions whose frames heaplens reads.
+const supportedPythons = "3.8 to 3.15"
 
 // pymemNote says when Python objects were not all sampled: the library's
 // PyMem hooks could not be put (back) in place, or sit over an allocator
