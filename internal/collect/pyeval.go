@@ -18,9 +18,12 @@ import (
 // profile-guided builds of CPython 3.14 and 3.15 (Debian's) keep only the
 // function's first kilobyte under its name and move the loop itself into a
 // _PyEval_EvalFrameDefault.cold part that only the debug symbols name: in a
-// stripped interpreter, every eval frame would be nameless. The hot part
-// jumps into that part, so each FDE that a direct jump of the hot part
-// lands inside (not at its start: that is a tail call) is one of them.
+// stripped interpreter, every eval frame would be nameless. The named part
+// jumps into that part; a direct jump out of a function is otherwise a tail
+// call, which leaves from a torn-down frame to another function's entry. So
+// an FDE is one of those parts when a jump of the named part lands in it
+// from a frame that is not torn down, inside it rather than at its start,
+// or at a start that does not look like a function's entry.
 func evalParts(path string) ([]unwind.Range, error) {
 	f, err := elf.Open(path)
 	if err != nil {
@@ -31,7 +34,8 @@ func evalParts(path string) ([]unwind.Range, error) {
 	if err != nil {
 		return nil, err
 	}
-	var targets []uint64
+	type jump struct{ from, to uint64 }
+	var jumps []jump
 	for off := 0; off < len(code); {
 		inst, err := x86asm.Decode(code[off:], 64)
 		if err != nil || inst.Len == 0 {
@@ -48,24 +52,36 @@ func evalParts(path string) ([]unwind.Range, error) {
 			continue
 		}
 		if t := pc + uint64(inst.Len) + uint64(int64(rel)); t < lo || t >= hi {
-			targets = append(targets, t)
+			jumps = append(jumps, jump{pc, t})
 		}
 	}
-	if len(targets) == 0 {
-		return nil, nil // the whole loop is under the name (pyenv's builds, Debian's 3.11)
+	if len(jumps) == 0 {
+		return nil, nil // the whole loop is under the name (pyenv's builds)
 	}
-	fdes, err := unwind.FunctionRanges(f)
+	fdes, err := unwind.FDEs(f)
 	if err != nil {
 		return nil, err
 	}
+	find := func(a uint64) *unwind.FDE {
+		i := sort.Search(len(fdes), func(i int) bool { return fdes[i].Begin > a }) - 1
+		if i < 0 || a >= fdes[i].End {
+			return nil
+		}
+		return &fdes[i]
+	}
+	hot := find(lo)
 	var parts []unwind.Range
 	seen := map[unwind.Range]bool{}
-	for _, t := range targets {
-		i := sort.Search(len(fdes), func(i int) bool { return fdes[i].Begin > t }) - 1
-		if i < 0 || t >= fdes[i].End || t == fdes[i].Begin {
+	for _, j := range jumps {
+		d := find(j.to)
+		if d == nil || d == hot {
 			continue
 		}
-		if r := fdes[i]; !seen[r] && !(r.Begin <= lo && lo < r.End) { // not the hot part itself
+		r := unwind.Range{Begin: d.Begin, End: d.End}
+		if seen[r] {
+			continue
+		}
+		if j.to != d.Begin || (hot != nil && !hot.AtEntry(j.from)) || !d.AtEntry(d.Begin) {
 			seen[r] = true
 			parts = append(parts, r)
 		}
