@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +79,89 @@ func TestPythonNewDeepWithInternals(t *testing.T) {
 				t.Fatalf("exit %d: %s %s", res.code, res.stdout, res.stderr)
 			}
 			checkDeep(t, report(t, capPath, "leaks"), script, line, true)
+		})
+	}
+}
+
+// TestPythonNewHooks runs on 3.14 and 3.15 what the PyMem hooks must get
+// right beyond the sites (pymem_test.go says why each matters): sampled
+// objects keep pymalloc's addresses (pyaddr.py's 448-byte steps, at --rate 1
+// and 4 KiB, as bare); objects made after tracemalloc stops are sampled and
+// those freed after it are seen freed, with and without -X dev; and under
+// PYTHONMALLOC=mimalloc the small objects are sampled and the run says the
+// large ones are not.
+func TestPythonNewHooks(t *testing.T) {
+	r, ok := testenv.SidRoot(t)
+	if !ok {
+		return
+	}
+	traceSites := siteLines(t, filepath.Join(root, "test", "workloads", "pytracestop.py"))
+	smallLine := siteLines(t, filepath.Join(root, "test", "workloads", "pysites.py"))["keep_small"]
+	small := map[uint64]int{33 + 100: 100000}
+	for _, py := range r.RootPythons(t) {
+		t.Run(py.Name+"/addresses", func(t *testing.T) {
+			w := inRoot(t, r)
+			script := w.workload(t, "pyaddr.py")
+			count := func(out string) int {
+				m := steps448.FindStringSubmatch(out)
+				if m == nil {
+					t.Fatalf("no steps448 in the output: %s", out)
+				}
+				n, _ := strconv.Atoi(m[1])
+				return n
+			}
+			bare := w.run(t, time.Minute, nil, py.Path, script)
+			if bare.code != 0 {
+				t.Fatalf("bare: exit %d\n%s", bare.code, bare.stderr)
+			}
+			want := count(bare.stdout)
+			for _, rate := range []string{"1", "4KiB"} {
+				_, capArg := w.file("addr" + rate + ".hlc")
+				res := w.heaplens(t, 2*time.Minute, nil, "run", "-q", "-o", capArg, "--rate", rate, "--", py.Path, script)
+				if res.code != 0 {
+					t.Fatalf("rate %s: exit %d\n%s", rate, res.code, res.stderr)
+				}
+				if got := count(res.stdout); got < want-2 {
+					t.Errorf("rate %s: %d of 999 steps are 448 bytes, bare %d: sampled objects moved", rate, got, want)
+				}
+			}
+		})
+		for _, dev := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/tracemalloc-stop/dev=%v", py.Name, dev), func(t *testing.T) {
+				w := inRoot(t, r)
+				script := w.workload(t, "pytracestop.py")
+				command := []string{py.Path, "-X", "tracemalloc", script}
+				if dev {
+					command = []string{py.Path, "-X", "dev", "-X", "tracemalloc", script}
+				}
+				const rate = 16 << 10
+				capPath, capArg := w.file("stop.hlc")
+				res := w.heaplens(t, 2*time.Minute, nil, append([]string{"run", "-q", "-o", capArg, "--rate", fmt.Sprint(rate), "--seed", "5", "--"}, command...)...)
+				if res.code != 0 || !strings.Contains(res.stdout, "pytracestop done") {
+					t.Fatalf("exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+				}
+				leaks := report(t, capPath, "leaks")
+				checkSite(t, "after", leaks.atLine(script, traceSites["after"]), small, rate, 0, leaks.stacksAt(script, traceSites["after"]))
+				for _, site := range []string{"before", "again"} {
+					if got := leaks.atLine(script, traceSites[site]); got > 0.1*exact(small) {
+						t.Errorf("%s: %.0f bytes live, want nearly none (all freed): %v", site, got, leaks.stacksAt(script, traceSites[site]))
+					}
+				}
+			})
+		}
+		t.Run(py.Name+"/mimalloc", func(t *testing.T) {
+			w := inRoot(t, r)
+			script := w.workload(t, "pysites.py")
+			capPath, capArg := w.file("mi.hlc")
+			res := w.heaplens(t, 2*time.Minute, []string{"PYTHONMALLOC=mimalloc"}, "run", "-o", capArg,
+				"--rate", "64KiB", "--seed", "3", "--", py.Path, script, "nodeep")
+			if res.code != 0 || !strings.Contains(res.stdout, "pysites done") {
+				t.Fatalf("exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+			}
+			if !strings.Contains(res.stderr, "allocator is not pymalloc: objects over 512 bytes") {
+				t.Errorf("the run does not say that large objects were not sampled:\n%s", res.stderr)
+			}
+			checkSite(t, "keep_small retained", report(t, capPath, "leaks").atLine(script, smallLine), small, 64<<10, 0, nil)
 		})
 	}
 }

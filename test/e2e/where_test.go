@@ -57,7 +57,12 @@ func (w where) workload(t *testing.T, name string) string {
 // heaplens runs heaplens with args, and extra environment variables.
 func (w where) heaplens(t *testing.T, timeout time.Duration, env []string, args ...string) result {
 	t.Helper()
-	argv := append([]string{w.bin}, args...)
+	return w.run(t, timeout, env, append([]string{w.bin}, args...)...)
+}
+
+// run runs a command where w says, with extra environment variables.
+func (w where) run(t *testing.T, timeout time.Duration, env []string, argv ...string) result {
+	t.Helper()
 	if w.root != nil {
 		argv = w.root.Command(context.Background(), argv...).Args
 	}
