@@ -32,7 +32,7 @@ func evalParts(path string) ([]unwind.Range, error) {
 	defer f.Close()
 	lo, hi, code, err := evalCode(f)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	type jump struct{ from, to uint64 }
 	var jumps []jump
@@ -60,7 +60,7 @@ func evalParts(path string) ([]unwind.Range, error) {
 	}
 	fdes, err := unwind.FDEs(f)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	find := func(a uint64) *unwind.FDE {
 		i := sort.Search(len(fdes), func(i int) bool { return fdes[i].Begin > a }) - 1
