@@ -14,7 +14,7 @@ ATTACH_SO = internal/launch/lib/libheaplens-attach.so
 ATTACH_CFLAGS = $(filter-out -ftls-model=initial-exec,$(PRELOAD_CFLAGS)) -DHEAPLENS_ATTACH \
                 -mtls-dialect=gnu2 -Wl,-Bsymbolic-functions
 
-.PHONY: all test test-cpython bench demo clean deps sanitize wheel
+.PHONY: all test test-cpython bench demo clean deps sanitize wheel sidroot
 all: bin/heaplens
 
 $(SO): $(PRELOAD_SRC) $(wildcard preload/*.h)
@@ -30,9 +30,18 @@ bin/heaplens: $(SO) $(ATTACH_SO) $(shell find cmd internal -name '*.go' -not -na
 deps:
 	./scripts/deps.sh
 
-test: deps bin/heaplens wheel
+test: deps bin/heaplens wheel sidroot bin/heaplens-static
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 25m ./...
+
+# CPython versions newer than the machine's run in a cached Debian sid root
+# (scripts/sidroot.sh; ~/.cache/heaplens/roots/sid-py), where the tests
+# start the static heaplens (no cgo: it runs on the root's glibc) in a chroot.
+sidroot:
+	./scripts/sidroot.sh
+
+bin/heaplens-static: $(SO) $(ATTACH_SO) $(shell find cmd internal -name '*.go' -not -name '*_test.go') $(wildcard internal/web/assets/*) go.mod go.sum
+	CGO_ENABLED=0 $(GO) build -ldflags=-E=github.com/heaplens/heaplens/internal/sigstart.entry -o $@ ./cmd/heaplens
 
 # The library under ThreadSanitizer, AddressSanitizer+UBSan (built into a test
 # harness, test/sanitize) and UBSan (preloaded), and the fork/unwind stress

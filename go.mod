@@ -9,3 +9,5 @@ require (
 	github.com/ulikunitz/xz v0.5.17
 	golang.org/x/sys v0.49.0
 )
+
+require golang.org/x/arch v0.33.0

@@ -124,6 +124,8 @@ enum hl_origin {
 #define HL_PY_ACTIVE 1u      /* Python frames are recorded */
 #define HL_PY_UNSUPPORTED 2u /* an interpreter whose layout heaplens does not know */
 #define HL_PY_OFF 3u         /* turned off (HEAPLENS_PYTHON=0) */
+#define HL_PY_FREE_THREADED 4u /* a free-threaded (no-GIL) build: not read */
+#define HL_PY_BAD_OFFSETS 5u   /* 3.13+ whose _Py_DebugOffsets are missing or do not fit what heaplens knows */
 
 /* py_hooked */
 #define HL_PYMEM_NONE 0u    /* no hooks (yet) */

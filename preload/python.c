@@ -3,8 +3,9 @@
  * allocating thread's Python frames with raw loads (never a call into CPython
  * that could allocate, run the GC or release the GIL), send each code object
  * once (the PyMem hooks are in pymem.c). Offsets (the
- * layouts table) are verified on CPython 3.8–3.13; 3.13 reads its own
- * _Py_DebugOffsets. See docs/python.md.
+ * layouts table, pylayout.c) are verified on CPython 3.8–3.15; 3.13 and
+ * later are read from the interpreter's own _Py_DebugOffsets. See
+ * docs/python.md.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -12,48 +13,7 @@
 #include <string.h>
 
 #include "internal.h"
-
-/* Per-version layout. -1 = absent in that version. */
-struct pylayout {
-	int ts_frame;    /* tstate -> frame (≤3.10), cframe (3.11/3.12), current_frame (3.13) */
-	int cf_current;  /* cframe -> current_frame (3.11: 8, 3.12: 0) */
-	int f_back, f_code, f_pos, f_owner, f_is_entry;
-	int co_filename, co_name, co_table, co_firstlineno, co_firsttraceable, co_adaptive;
-	int str_ascii, str_compact; /* sizeof(PyASCIIObject), sizeof(PyCompactUnicodeObject) */
-	int rt_finalizing;
-};
-
-
-/*
- * The layouts, verified against each version's headers and by the tests on
- * real interpreters (docs/python.md). Fields a version lacks are -1.
- */
-static const struct pylayout layouts[] = {
-	[8] = {.ts_frame = 24, .f_back = 24, .f_code = 32, .f_pos = 104, .co_filename = 104,
-	        .co_name = 112, .co_table = 120, .co_firstlineno = 40, .str_ascii = 48, .str_compact = 72,
-	        .rt_finalizing = 16, .cf_current = -1, .f_owner = -1, .f_is_entry = -1,
-	        .co_firsttraceable = -1, .co_adaptive = -1},
-	[9] = {.ts_frame = 24, .f_back = 24, .f_code = 32, .f_pos = 104, .co_filename = 104,
-	        .co_name = 112, .co_table = 120, .co_firstlineno = 40, .str_ascii = 48, .str_compact = 72,
-	        .rt_finalizing = 16, .cf_current = -1, .f_owner = -1, .f_is_entry = -1,
-	        .co_firsttraceable = -1, .co_adaptive = -1},
-	[10] = {.ts_frame = 24, .f_back = 24, .f_code = 32, .f_pos = 96, .co_filename = 104,
-	        .co_name = 112, .co_table = 120, .co_firstlineno = 40, .str_ascii = 48, .str_compact = 72,
-	        .rt_finalizing = 16, .cf_current = -1, .f_owner = -1, .f_is_entry = -1,
-	        .co_firsttraceable = -1, .co_adaptive = -1},
-	[11] = {.ts_frame = 56, .cf_current = 8, .f_back = 48, .f_code = 32, .f_pos = 56, .f_owner = 69,
-	        .f_is_entry = 68, .co_filename = 112, .co_name = 128, .co_table = 136,
-	        .co_firstlineno = 72, .co_firsttraceable = 168, .co_adaptive = 184, .str_ascii = 48,
-	        .str_compact = 72, .rt_finalizing = 24},
-	[12] = {.ts_frame = 56, .cf_current = 0, .f_back = 8, .f_code = 0, .f_pos = 56, .f_owner = 70,
-	        .co_filename = 112, .co_name = 128, .co_table = 136, .co_firstlineno = 68,
-	        .co_firsttraceable = 176, .co_adaptive = 192, .str_ascii = 40, .str_compact = 56,
-	        .rt_finalizing = 24, .f_is_entry = -1},
-	[13] = {.ts_frame = 72, .f_back = 8, .f_code = 0, .f_pos = 56, .f_owner = 70, .co_filename = 112,
-	        .co_name = 128, .co_table = 136, .co_firstlineno = 68, .co_firsttraceable = 184,
-	        .co_adaptive = 200, .str_ascii = 40, .str_compact = 56, .rt_finalizing = 608,
-	        .cf_current = -1, .f_is_entry = -1},
-};
+#include "pylayout.h"
 
 /* Object fields at the same place in every supported version (64-bit). */
 enum {
@@ -91,49 +51,6 @@ static void set_status(uint32_t version, uint32_t status)
 		__atomic_store_n(&h->py_eval, (uint64_t)py.eval, __ATOMIC_RELAXED);
 		__atomic_store_n(&h->py_status, status, __ATOMIC_RELEASE);
 	}
-}
-
-/*
- * 3.13: take the fields _Py_DebugOffsets publishes; the rest stay as
- * verified. Its words, by index, as Include/internal/pycore_debug_offsets.h
- * lays them out in 3.13: a cookie, the version, free_threaded, then
- * per-struct offsets.
- */
-enum {
-	DBG_FREE_THREADED = 2,
-	DBG_RT_FINALIZING = 4,      /* runtime_state.finalizing */
-	DBG_TS_CURRENT_FRAME = 23,  /* thread_state.current_frame */
-	DBG_F_PREVIOUS = 29,        /* interpreter_frame.previous */
-	DBG_F_EXECUTABLE = 30,      /* interpreter_frame.executable */
-	DBG_F_INSTR_PTR = 31,       /* interpreter_frame.instr_ptr */
-	DBG_F_OWNER = 33,           /* interpreter_frame.owner */
-	DBG_CO_FILENAME = 35,       /* code_object.filename */
-	DBG_CO_QUALNAME = 37,       /* code_object.qualname */
-	DBG_CO_LINETABLE = 38,      /* code_object.linetable */
-	DBG_CO_FIRSTLINENO = 39,    /* code_object.firstlineno */
-	DBG_CO_CODE_ADAPTIVE = 43,  /* code_object.co_code_adaptive */
-	DBG_STR_ASCII_SIZE = 70,    /* unicode_object.asciiobject_size */
-};
-
-static int debug_offsets(void)
-{
-	const uint64_t *d = (const uint64_t *)py.runtime;
-	if (memcmp(py.runtime, "xdebugpy", 8) != 0 || d[DBG_FREE_THREADED])
-		return 0;
-	struct pylayout *L = &py.L;
-	L->rt_finalizing = (int)d[DBG_RT_FINALIZING];
-	L->ts_frame = (int)d[DBG_TS_CURRENT_FRAME];
-	L->f_back = (int)d[DBG_F_PREVIOUS];
-	L->f_code = (int)d[DBG_F_EXECUTABLE];
-	L->f_pos = (int)d[DBG_F_INSTR_PTR];
-	L->f_owner = (int)d[DBG_F_OWNER];
-	L->co_filename = (int)d[DBG_CO_FILENAME];
-	L->co_table = (int)d[DBG_CO_LINETABLE];
-	L->co_firstlineno = (int)d[DBG_CO_FIRSTLINENO];
-	L->co_adaptive = (int)d[DBG_CO_CODE_ADAPTIVE];
-	L->co_name = (int)d[DBG_CO_QUALNAME];
-	L->str_ascii = (int)d[DBG_STR_ASCII_SIZE];
-	return 1;
 }
 
 void py_detect(void)
@@ -178,15 +95,17 @@ void py_detect(void)
 	py.attached_tstate = (void *(*)(void))dlsym(RTLD_DEFAULT, minor >= 13 ? "PyThreadState_GetUnchecked" : "_PyThreadState_GetCurrent");
 	py.is_initialized = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
 	py.unchecked_tstate = (void *(*)(void))dlsym(RTLD_DEFAULT, "_PyThreadState_UncheckedGet");
-	if (major != 3 || minor < 8 || minor > 13 || !py.runtime || !py.code_type || !py.gilstate_tstate ||
-	    (minor >= 12 && !py.attached_tstate)) {
+	if (major != 3 || minor < PY_MINOR_MIN || minor > PY_MINOR_MAX || !py.runtime || !py.code_type ||
+	    !py.gilstate_tstate || (minor >= 12 && !py.attached_tstate)) {
 		set_status(hex, HL_PY_UNSUPPORTED);
 		py.minor = -1;
 		return;
 	}
-	py.L = layouts[minor];
-	if (minor == 13 && !debug_offsets()) {
-		set_status(hex, HL_PY_UNSUPPORTED);
+	py.L = py_layouts[minor];
+	/* 3.13+: the interpreter's own offsets win over the table, which only checks them (the tests). */
+	int dbg = minor >= 13 ? py_debug_layout(py.runtime, hex, &py.L) : PYDBG_OK;
+	if (dbg != PYDBG_OK) {
+		set_status(hex, dbg == PYDBG_FREE_THREADED ? HL_PY_FREE_THREADED : HL_PY_BAD_OFFSETS);
 		py.minor = -1;
 		return;
 	}
@@ -261,7 +180,7 @@ void py_walk(void)
 			end_activation();
 			continue;
 		}
-		const char *code = LOAD(const char *, f, L->f_code);
+		const char *code = (const char *)(LOAD(uintptr_t, f, L->f_code) & ~(uintptr_t)L->f_code_tag);
 		if (!code || code == py.none || LOAD(void *, code, OB_TYPE) != py.code_type)
 			continue;
 		int64_t pos;

@@ -50,11 +50,6 @@ func printSummary(w io.Writer, capturePath, status string, command []string, see
 	if err := export.Summary(w, c, sum, export.SummaryOptions{Status: status, Capture: capturePath}); err != nil {
 		return err
 	}
-	for _, p := range c.Processes {
-		if p.PythonNote != "" {
-			fmt.Fprintf(w, "  pid %d: %s\n", p.PID, p.PythonNote)
-		}
-	}
 	for _, n := range export.AllocatorNotes(c.Processes, nil) {
 		fmt.Fprintf(w, "  %s\n", n)
 	}

@@ -24,21 +24,24 @@ import (
 
 // Collector turns ring records into capture records.
 type Collector struct {
-	dir      string
-	self     string // the library's own file: its frames are not the program's
-	w        *capture.Writer
-	syms     *symbolize.Cache
-	unwind   *unwind.Publisher // nil: no unwind tables for the library (attach)
-	pagemap  []byte            // ReadResidency's buffer
-	streams  map[string]*stream
-	order    []*stream
-	nextID   uint64
-	cutID    uint64 // the Location marking a stack cut at the library's frame limit, once written
-	stackIDs map[string]uint64
-	lines    map[symKey][]capture.Line
-	exits    map[int]syscall.WaitStatus
-	awaited  map[int]bool // pids whose end the agent learns by waiting
-	root     int          // the first pid awaited: the command heaplens runs
+	dir    string
+	self   string // the library's own file: its frames are not the program's
+	w      *capture.Writer
+	syms   *symbolize.Cache
+	unwind *unwind.Publisher // nil: no unwind tables for the library (attach)
+	// pyEvalParts caches evalParts by interpreter file: every process of a
+	// tree runs the same one.
+	pyEvalParts map[string][]unwind.Range
+	pagemap     []byte // ReadResidency's buffer
+	streams     map[string]*stream
+	order       []*stream
+	nextID      uint64
+	cutID       uint64 // the Location marking a stack cut at the library's frame limit, once written
+	stackIDs    map[string]uint64
+	lines       map[symKey][]capture.Line
+	exits       map[int]syscall.WaitStatus
+	awaited     map[int]bool // pids whose end the agent learns by waiting
+	root        int          // the first pid awaited: the command heaplens runs
 	// unwindCheck: HEAPLENS_UNWIND_CHECK=1, the unwind counts of every process are reported.
 	unwindCheck bool
 	warnings    []string

@@ -8,6 +8,7 @@ import (
 	"github.com/heaplens/heaplens/internal/pyframe"
 	"github.com/heaplens/heaplens/internal/ring"
 	"github.com/heaplens/heaplens/internal/stack"
+	"github.com/heaplens/heaplens/internal/unwind"
 )
 
 // pyStream is what a stream knows about its Python interpreter.
@@ -22,6 +23,10 @@ type pyStream struct {
 	at   map[pyPosKey]uint64
 	ids  []uint64   // mergePython's scratch: a sample's Python Locations
 	acts [][]uint64 // and its activations, slices of ids
+	// parts are the interpreter's eval code outside its named function
+	// (evalParts), known once partsKnown.
+	parts      []unwind.Range
+	partsKnown bool
 }
 
 type pyPosKey struct {
@@ -53,14 +58,26 @@ func pythonInfo(p ring.Python) (version, note string) {
 	if p.Version != 0 {
 		version = fmt.Sprintf("%d.%d.%d", p.Version>>24, p.Version>>16&0xff, p.Version>>8&0xff)
 	}
+	// Without frames the PyMem hooks are not installed either, nor is the
+	// start of the interpreter's shutdown marked: say all three, as the
+	// small objects vanish from every view and leaks mean something else.
+	const off = "Python frames are unavailable and Python objects of 512 bytes or less are not sampled"
+	const leaks = "native frames only, and leaks are what outlived the interpreter's shutdown"
 	switch p.Status {
 	case ring.PyUnsupported:
-		note = fmt.Sprintf("Python frames are unavailable: Python %s is not supported (heaplens reads CPython 3.8 to 3.13, default builds); native frames only", version)
+		note = fmt.Sprintf("%s: Python %s is not supported (heaplens reads CPython %s, default builds); %s", off, version, supportedPythons, leaks)
+	case ring.PyFreeThreaded:
+		note = fmt.Sprintf("%s: Python %s is a free-threaded build, which heaplens does not read (it reads CPython %s, default builds); %s", off, version, supportedPythons, leaks)
+	case ring.PyBadOffsets:
+		note = fmt.Sprintf("%s: the _Py_DebugOffsets of Python %s (its table of struct offsets for debuggers) are missing or do not fit the layout heaplens knows for that version; %s", off, version, leaks)
 	case ring.PyOff:
-		note = "Python frames are off (--no-python)"
+		note = "Python frames are off and Python objects of 512 bytes or less are not sampled (--no-python); " + leaks
 	}
 	return version, note
 }
+
+// supportedPythons is the range of CPython versions whose frames heaplens reads.
+const supportedPythons = "3.8 to 3.15"
 
 // pymemNote says when Python objects were not all sampled: the library's
 // PyMem hooks could not be put (back) in place, or sit over an allocator
@@ -117,6 +134,9 @@ func (c *Collector) classify(s *stream, m *module, loc *capture.Location) {
 	}
 	if m != nil && m == s.pyInterp() {
 		cl |= stack.Interp
+		if cl&stack.Eval == 0 && c.inEvalPart(s, m, loc.Address) {
+			cl |= stack.Eval
+		}
 	}
 	if cl != 0 {
 		s.py.native[loc.ID] = cl

@@ -54,6 +54,7 @@ func Summary(w io.Writer, c *capture.Capture, sum *heap.Summary, opt SummaryOpti
 		fmt.Fprintf(&b, "  sampled every %s on average; %d process image(s), %d samples\n",
 			size.FormatSize(c.Meta.Rate), len(c.Processes), allocs.RawSamples())
 	}
+	pythonNotes(&b, c)
 	if c.Meta.Rate > 1 {
 		fmt.Fprintf(&b, "  estimates:  %s\n", estimatesMean)
 	}
@@ -98,6 +99,34 @@ func Summary(w io.Writer, c *capture.Capture, sum *heap.Summary, opt SummaryOpti
 	lookFurther(&b, opt.Capture)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// pythonNotes says, near the top where it cannot be missed, why processes
+// ran without Python frames or object sampling: every figure below lacks
+// them. Processes with the same note (a pool of workers) share one line.
+func pythonNotes(b *strings.Builder, c *capture.Capture) {
+	var notes []string
+	pids := map[string][]string{}
+	for _, p := range c.Processes {
+		if p.PythonNote == "" {
+			continue
+		}
+		if pids[p.PythonNote] == nil {
+			notes = append(notes, p.PythonNote)
+		}
+		pids[p.PythonNote] = append(pids[p.PythonNote], fmt.Sprint(p.PID))
+	}
+	for _, n := range notes {
+		ps := pids[n]
+		switch {
+		case len(ps) == 1:
+			fmt.Fprintf(b, "  !!! pid %s: %s\n", ps[0], n)
+		case len(ps) <= 4:
+			fmt.Fprintf(b, "  !!! pids %s: %s\n", strings.Join(ps, ", "), n)
+		default:
+			fmt.Fprintf(b, "  !!! pids %s and %d more: %s\n", strings.Join(ps[:3], ", "), len(ps)-3, n)
+		}
+	}
 }
 
 // lookFurther says where the capture is and how to open it.

@@ -1,6 +1,7 @@
 package pyframe
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -12,16 +13,21 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/heaplens/heaplens/test/testenv"
 )
 
 // This file checks the decoders against real interpreters: testdata/dump.py
-// runs under every CPython 3.8–3.13 found on this machine and reports, for
-// every code object of a tricky corpus, the raw line table and the line
-// CPython itself derives for every position.
+// runs under every CPython 3.8–3.15 found on this machine (3.14 and 3.15 in
+// the Debian sid root of `make sidroot`) and reports, for every code object
+// of a tricky corpus, the raw line table and the line CPython itself derives
+// for every position.
 
 // interp is one Python interpreter found on the machine.
 type interp struct {
-	path    string // how to run it
+	path    string          // how to run it
+	root    *testenv.Chroot // the root it runs in, if not the host
 	minor   int
 	version string // sys.version, first word
 }
@@ -92,6 +98,11 @@ func findPythons(t *testing.T) map[int][]interp {
 		seen[exe] = true
 		found[minor] = append(found[minor], interp{path: c, minor: minor, version: f[3]})
 	}
+	if r, ok := testenv.SidRoot(t); ok {
+		for _, py := range r.RootPythons(t) {
+			found[py.Minor] = append(found[py.Minor], interp{path: py.Path, root: &r, minor: py.Minor, version: py.Name})
+		}
+	}
 	return found
 }
 
@@ -129,6 +140,20 @@ func runDump(t *testing.T, py interp) *pyDump {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "dump.json")
 	cmd := exec.Command(py.path, filepath.Join("testdata", "dump.py"), out)
+	if py.root != nil {
+		host, inside := py.root.TempDir(t)
+		script, err := os.ReadFile(filepath.Join("testdata", "dump.py"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(host, "dump.py"), script, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd = py.root.Command(ctx, py.path, filepath.Join(inside, "dump.py"), filepath.Join(inside, "dump.json"))
+		out = filepath.Join(host, "dump.json")
+	}
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s testdata/dump.py: %v\n%s", py.path, err, b)
 	}

@@ -13,7 +13,7 @@
 //
 //	3.8, 3.9      f_lasti, a byte offset
 //	3.10          f_lasti, an index in 2-byte code units
-//	3.11 – 3.13   (prev_instr or instr_ptr − co_code_adaptive) / 2, a code unit index
+//	3.11 – 3.15   (prev_instr or instr_ptr − co_code_adaptive) / 2, a code unit index
 //
 // A negative position means the frame has not started (or is incomplete).
 //
@@ -29,11 +29,11 @@ import (
 // Minimum and maximum supported minor versions of Python 3.
 const (
 	minMinor = 8
-	maxMinor = 13
+	maxMinor = 15
 )
 
 // Supported reports whether the line-table and position formats of Python
-// 3.minor are known to this package (3.8 through 3.13).
+// 3.minor are known to this package (3.8 through 3.15).
 func Supported(minor int) bool {
 	return minor >= minMinor && minor <= maxMinor
 }

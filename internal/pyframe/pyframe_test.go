@@ -145,7 +145,7 @@ func TestNilTable(t *testing.T) {
 
 func TestSupported(t *testing.T) {
 	for minor := -1; minor < 20; minor++ {
-		want := minor >= 8 && minor <= 13
+		want := minor >= 8 && minor <= 15
 		if got := Supported(minor); got != want {
 			t.Errorf("Supported(%d) = %v, want %v", minor, got, want)
 		}

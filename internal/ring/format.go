@@ -61,10 +61,12 @@ const (
 	PyActivationEnd = 1 << 31 // in a Python frame's position word
 
 	// Python status in the header.
-	PyNone        = 0
-	PyActive      = 1
-	PyUnsupported = 2
-	PyOff         = 3
+	PyNone         = 0
+	PyActive       = 1
+	PyUnsupported  = 2
+	PyOff          = 3
+	PyFreeThreaded = 4
+	PyBadOffsets   = 5
 
 	// py_hooked: how Python objects are sampled.
 	PyMemNone    = 0 // no hooks (yet)

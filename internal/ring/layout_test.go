@@ -52,6 +52,7 @@ func TestLayoutMatchesC(t *testing.T) {
 		"HL_ORIGIN_RESERVED": 3, "HL_ORIGIN_FALLBACK": OriginFallback, "HL_MAX_FRAMES": MaxFrames,
 		"HL_ORIGIN_UNATTRIBUTED": OriginUnattributed, "HL_ORIGIN_CREATOR": OriginCreator, "HL_PY_ACTIVATION_END": PyActivationEnd,
 		"HL_PY_NONE": PyNone, "HL_PY_ACTIVE": PyActive, "HL_PY_UNSUPPORTED": PyUnsupported, "HL_PY_OFF": PyOff,
+		"HL_PY_FREE_THREADED": PyFreeThreaded, "HL_PY_BAD_OFFSETS": PyBadOffsets,
 		"HL_PYMEM_NONE": PyMemNone, "HL_PYMEM_HOOKED": PyMemHooked, "HL_PYMEM_MALLOC": PyMemMalloc,
 		"HL_PYMEM_FOREIGN": PyMemForeign, "HL_PYMEM_LOST": PyMemLost,
 		// The capture names the hooked functions by the ring's numbers, and the

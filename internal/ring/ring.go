@@ -59,7 +59,7 @@ type Counters struct {
 // Python is what the library found out about a Python interpreter in the process.
 type Python struct {
 	Version  uint32 // PY_VERSION_HEX, 0 if none
-	Status   uint32 // PyNone, PyActive, PyUnsupported, PyOff
+	Status   uint32 // PyNone, PyActive, PyUnsupported, PyOff, PyFreeThreaded, PyBadOffsets
 	EvalAddr uint64 // _PyEval_EvalFrameDefault: its module is the interpreter
 	PyMem    uint64 // how Python objects are sampled: PyMemNone…PyMemLost
 }

@@ -2,7 +2,7 @@
 #
 # Usage: python3 dump.py OUT.json
 #
-# Runs unchanged on CPython 3.8 through 3.13. It compiles a corpus of tricky
+# Runs unchanged on CPython 3.8 through 3.15. It compiles a corpus of tricky
 # source, walks every code object (recursively through co_consts) and writes,
 # per code object, the raw line table exactly as the heaplens C library copies
 # it (co_lnotab on 3.8/3.9, co_linetable on 3.10+) together with the line
