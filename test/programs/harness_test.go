@@ -101,17 +101,23 @@ func wait(t *testing.T, ctx context.Context, w way, cmd *exec.Cmd, stdout, stder
 	if ctx.Err() != nil {
 		t.Fatalf("%s: %s still running after its deadline (a hang?)\nstdout:\n%s\nstderr:\n%s", w.name, strings.Join(cmd.Args, " "), tail(o.stdout, 20), tail(o.stderr, 20))
 	}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		o.code = ee.ExitCode()
-		if ws := ee.Sys().(syscall.WaitStatus); ws.Signaled() {
-			o.code = 128 + int(ws.Signal())
-		}
-	case err != nil:
+	if o.code, err = exitStatus(err); err != nil {
 		t.Fatalf("%s: %s: %v", w.name, strings.Join(cmd.Args, " "), err)
 	}
 	return o
+}
+
+// exitStatus is a finished command's exit status, 128+N when signal N
+// killed it (as heaplens run reports it), from cmd.Wait's error.
+func exitStatus(err error) (int, error) {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return 0, err
+	}
+	if ws := ee.Sys().(syscall.WaitStatus); ws.Signaled() {
+		return 128 + int(ws.Signal()), nil
+	}
+	return ee.ExitCode(), nil
 }
 
 // runIn runs argv to its end the given way in dir.
