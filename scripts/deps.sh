@@ -36,6 +36,7 @@ if [ "${1:-}" != demo ]; then
 	have sqlite3 || need+=(sqlite3)
 	have xz || need+=(xz-utils)
 	have cargo || need+=(cargo)
+	have strace || need+=(strace) # the java case checks that the JVM takes SIGSEGV bare
 fi
 
 if [ ${#need[@]} -gt 0 ]; then

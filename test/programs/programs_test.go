@@ -94,10 +94,24 @@ func programs() []program {
 		},
 		{
 			name:  "java-implicit-null-checks",
-			needs: []string{"javac", "java"},
+			needs: []string{"javac", "java", "strace"},
 			build: func(t *testing.T, dir string) []string {
 				mustRun(t, "", nil, "javac", "-d", dir, filepath.Join(sources, "NullChecks.java"))
-				return []string{"java", "-cp", dir, "NullChecks"}
+				argv := []string{"java", "-cp", dir, "NullChecks"}
+				// The case is about the JVM's own SIGSEGVs: it must take
+				// some at 0xc, where an int[]'s length is read through null.
+				trace := filepath.Join(dir, "strace.txt")
+				mustRun(t, "", nil, "strace", append([]string{"-f", "-qq", "-e", "trace=none", "-e", "signal=SIGSEGV", "-o", trace}, argv...)...)
+				b, err := os.ReadFile(trace)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := strings.Count(string(b), "si_addr=0xc}")
+				if n == 0 {
+					t.Fatalf("bare, the JVM took no SIGSEGV at 0xc (strace -e signal=SIGSEGV): the case tests nothing\n%s", tail(string(b), 20))
+				}
+				t.Logf("bare, the JVM takes %d SIGSEGVs reading a null array's length", n)
+				return argv
 			},
 			known: wantOutput(nullChecksAnswer(3_000_000, 1000, 7), "done\n"),
 		},

@@ -23,7 +23,7 @@ fn fill_buffers(all: &mut Vec<Vec<u8>>) {
 
 fn main() {
     let mut buffers = Vec::with_capacity(BUFFERS);
-    fill_buffers(std::hint::black_box(&mut buffers));
+    fill_buffers(&mut buffers);
     let mut h = fnv::FnvHasher::default();
     for b in &buffers {
         h.write(b);
