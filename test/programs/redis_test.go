@@ -304,7 +304,13 @@ func TestRedisMemory(t *testing.T) {
 			// one time in 16,000.
 			bound := 4*held.ci95/1.96 + slack
 			if diff := math.Abs(held.bytes - float64(count)); diff > bound {
-				t.Errorf("%s: heaplens holds %.0f ± %.0f bytes (95 %%) live at the keys' sites, redis counts %d: %.0f apart, more than %.0f", w.name, held.bytes, held.ci95, count, diff, bound)
+				// Where the values went: read (processMultibulkBuffer) and,
+				// when redis finds room to spare in one, trimmed by
+				// realloc (sdsResize, under setCommand).
+				a := profile(t, o.capture, "allocs", "--kind", "malloc")
+				t.Errorf("%s: heaplens holds %.0f ± %.0f bytes (95 %%) live at the keys' sites, redis counts %d: %.0f apart, more than %.0f\n"+
+					"  allocated (allocs view): %.0f bytes at processMultibulkBuffer, %.0f by sdsResize (redis trimming a value with room to spare)",
+					w.name, held.bytes, held.ci95, count, diff, bound, siteOf(a, "processMultibulkBuffer").bytes, siteOf(a, "sdsResize").bytes)
 			}
 		}
 		t.Logf("%s: heaplens holds %.0f ± %.0f bytes (95 %%) in %.0f blocks at the keys' sites", w.name, held.bytes, held.ci95, held.objects)
