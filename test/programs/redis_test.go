@@ -207,7 +207,9 @@ func TestRedisBenchmark(t *testing.T) {
 	var b outcome
 	for _, w := range allWays {
 		s := startRedis(t, w, capDir)
-		for _, size := range []string{"3", "20000"} {
+		sizes := []string{"3", "20000"}
+		ran := 0
+		for _, size := range sizes {
 			args := []string{"-h", "127.0.0.1", "-p", strconv.Itoa(s.port), "-t", "set,get,lpush", "-n", "20000", "-P", "16", "-d", size, "-q"}
 			// redis-benchmark waits for ever for a server that died.
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -223,6 +225,10 @@ func TestRedisBenchmark(t *testing.T) {
 					t.Errorf("%s: redis-benchmark -d %s has no result for %s:\n%s", w.name, size, test, tail(string(out), 20))
 				}
 			}
+			ran++
+		}
+		if ran == len(sizes) {
+			s.checkBenchmarked(t, 2*20000, 20000)
 		}
 		o := s.shutdown(t)
 		t.Logf("%s: redis-server exit %d after %v", w.name, o.code, o.elapsed.Round(10*time.Millisecond))
@@ -233,6 +239,24 @@ func TestRedisBenchmark(t *testing.T) {
 			continue
 		}
 		same(t, b, o, redisLog)
+	}
+}
+
+// checkBenchmarked checks what redis-benchmark left in the server: its
+// LPUSHes all in one list, and its SETs' last value, of the last -d size.
+func (s *redisServer) checkBenchmarked(t *testing.T, pushes, lastSize int) {
+	t.Helper()
+	c, err := s.dial()
+	if err != nil {
+		t.Errorf("%s: after redis-benchmark: %v", s.way.name, err)
+		return
+	}
+	defer c.Close()
+	if n, err := c.do("LLEN", "mylist"); err != nil || n != strconv.Itoa(pushes) {
+		t.Errorf("%s: after redis-benchmark, LLEN mylist = %q (%v), want %d", s.way.name, n, err, pushes)
+	}
+	if v, err := c.do("GET", "key:__rand_int__"); err != nil || len(v) != lastSize {
+		t.Errorf("%s: after redis-benchmark, GET key:__rand_int__ has %d bytes (%v), want %d", s.way.name, len(v), err, lastSize)
 	}
 }
 
