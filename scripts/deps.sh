@@ -30,6 +30,16 @@ if [ "${1:-}" != demo ]; then
 	pkg python3-dev # the pytest plugin test builds a C extension module for /usr/bin/python3
 	pkg python3-venv # make wheel builds in a venv; the wheel tests install into fresh ones
 	pkg libpython3.11-testsuite # CPython's own regression tests, run bare and under heaplens (test/cpython)
+	# Programs nobody here wrote, run bare and under heaplens (test/programs).
+	have node || need+=(nodejs)
+	have javac || need+=(default-jdk-headless)
+	have redis-server || need+=(redis-server)
+	have redis-benchmark || need+=(redis-tools)
+	have git || need+=(git)
+	have sqlite3 || need+=(sqlite3)
+	have xz || need+=(xz-utils)
+	have cargo || need+=(cargo)
+	have strace || need+=(strace) # the java case checks that the JVM takes SIGSEGV bare
 fi
 
 if [ ${#need[@]} -gt 0 ]; then
@@ -45,3 +55,10 @@ if ! have go; then
 	exit 1
 fi
 go mod download
+
+if [ "${1:-}" != demo ]; then
+	# The Rust program of test/programs and its crate from crates.io, built
+	# outside the clone so that later runs only check it.
+	cache="${XDG_CACHE_HOME:-$HOME/.cache}/heaplens/test-programs"
+	CARGO_HOME="$cache/cargo" cargo fetch --locked --quiet --manifest-path "$(dirname "$0")/../test/workloads/programs/rustalloc/Cargo.toml"
+fi
