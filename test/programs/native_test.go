@@ -48,17 +48,7 @@ func rustProgram() program {
 			}
 			wantOutput(fmt.Sprintf("%d buffers of %d bytes, fnv1a64 %016x\n", rustBuffers, rustBufferBytes, h.Sum64()), "")(t, o)
 		},
-		after: func(t *testing.T, o outcome, _, _ string) {
-			if o.way != exact {
-				return
-			}
-			d := profile(t, o.capture, "allocs")
-			noDrops(t, d)
-			s := siteOf(d, "rustalloc::fill_buffers")
-			if s.bytes != rustBuffers*rustBufferBytes || s.objects != rustBuffers {
-				t.Errorf("%s: rustalloc::fill_buffers allocated %.0f bytes in %.0f blocks, want exactly %d in %d", o.way.name, s.bytes, s.objects, rustBuffers*rustBufferBytes, rustBuffers)
-			}
-		},
+		after: exactSite("rustalloc::fill_buffers", rustBuffers*rustBufferBytes, rustBuffers),
 	}
 }
 
@@ -82,16 +72,22 @@ func threadsProgram(stack int) program {
 			}
 			wantOutput(fmt.Sprintf("stack %d: created %d threads, %d blocks of %d bytes checked\n", stack, threads, threads, threadBlock), "")(t, o)
 		},
-		after: func(t *testing.T, o outcome, _, _ string) {
-			if o.way != exact {
-				return
-			}
-			d := profile(t, o.capture, "allocs")
-			noDrops(t, d)
-			s := siteOf(d, "thread_block")
-			if s.bytes != threads*threadBlock || s.objects != threads {
-				t.Errorf("%s: thread_block allocated %.0f bytes in %.0f blocks, want exactly %d in %d", o.way.name, s.bytes, s.objects, threads*threadBlock, threads)
-			}
-		},
+		after: exactSite("thread_block", threads*threadBlock, threads),
+	}
+}
+
+// exactSite checks, in the --rate 1 run, that fn allocated exactly bytes
+// in objects blocks.
+func exactSite(fn string, bytes, objects int) func(*testing.T, outcome, string, string) {
+	return func(t *testing.T, o outcome, _, _ string) {
+		if o.way != exact {
+			return
+		}
+		d := profile(t, o.capture, "allocs")
+		noDrops(t, d)
+		s := siteOf(d, fn)
+		if s.bytes != float64(bytes) || s.objects != float64(objects) {
+			t.Errorf("%s: %s allocated %.0f bytes in %.0f blocks, want exactly %d in %d", o.way.name, fn, s.bytes, s.objects, bytes, objects)
+		}
 	}
 }
