@@ -42,7 +42,7 @@ static COLD void *malloc_slow(size_t n)
 	return kept(NEXT(malloc)(n), n, HL_FUNC_MALLOC);
 }
 
-/* malloc and free without a stack frame: four and seven instructions to the allocator's. */
+/* malloc and free without a stack frame: four and six instructions to the allocator's. */
 EXPORT HOT void *HOOK(malloc)(size_t n)
 {
 	if (FROM_LOADER())

@@ -50,7 +50,7 @@ func printSummary(w io.Writer, capturePath, status string, command []string, see
 	if err := export.Summary(w, c, sum, export.SummaryOptions{Status: status, Capture: capturePath}); err != nil {
 		return err
 	}
-	for _, n := range export.AllocatorNotes(c.Processes, nil) {
+	for _, n := range export.AllocatorNotes(c, nil) {
 		fmt.Fprintf(w, "  %s\n", n)
 	}
 	return err // a damaged capture is still summarised, then reported

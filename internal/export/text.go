@@ -232,7 +232,7 @@ func captureNotes(c *capture.Capture, p *heap.Profile) []string {
 			out = append(out, fmt.Sprintf("pid %d: %s", pr.PID, pr.PythonNote))
 		}
 	}
-	out = append(out, AllocatorNotes(c.Processes, p.Covers)...)
+	out = append(out, AllocatorNotes(c, p.Covers)...)
 	return out
 }
 

@@ -21,6 +21,10 @@ type Gap struct {
 	Free      float64            // glibc: bytes free in its arenas
 	Trimmable float64            // glibc: of Free, at the top of the main arena (malloc_trim releases it)
 	Mmapped   float64            // glibc: its own mappings for large blocks
+	// Allocator is what the readings come from: "glibc", another
+	// allocator's name as capture.Process.Allocator has it, or "" when
+	// the processes had different ones.
+	Allocator string
 }
 
 // mallocReadings sums the covered processes' glibc statistics (capture.Malloc)
@@ -94,6 +98,7 @@ func bestReading(c *capture.Capture, opt Options) *Gap {
 	if best == nil {
 		return nil
 	}
+	best.Allocator = readingsAllocator(c, opt)
 	rss := map[uint32]uint64{}
 	for _, r := range c.RSS {
 		if opt.keep(r.Stream) && r.TimeNano <= best.T {
@@ -106,6 +111,31 @@ func bestReading(c *capture.Capture, opt Options) *Gap {
 		}
 	}
 	return best
+}
+
+// readingsAllocator is the allocator of the covered processes that sent
+// readings, "" when they differ. Captures from before allocators were
+// named had glibc's readings only.
+func readingsAllocator(c *capture.Capture, opt Options) string {
+	sent := map[uint32]bool{}
+	for _, m := range c.Mallocs {
+		sent[m.Stream] = true
+	}
+	name := ""
+	for _, p := range c.Processes {
+		if !sent[p.Stream] || !opt.keep(p.Stream) {
+			continue
+		}
+		a := p.Allocator
+		if a == "" {
+			a = "glibc"
+		}
+		if name != "" && a != name {
+			return ""
+		}
+		name = a
+	}
+	return name
 }
 
 // setLive sets the heap from the live view at the Gap's moment.

@@ -5,8 +5,14 @@
  * kept blocks, so RSS stays while the heap is 10 MB. The main thread then
  * allocates and frees small blocks for 1.5 s, so that the library samples
  * and reports what malloc holds. Prints the freed chunk bytes; exits 0.
+ * Under jemalloc or gperftools tcmalloc (preloaded), whose slabs and spans
+ * keep other amounts, it also prints what the allocator itself says it
+ * holds beside the blocks in use: "allocator_free N".
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +39,30 @@ static void *fill_arena(void *arg)
 	return NULL;
 }
 
+/* jemalloc: resident - allocated; tcmalloc: heap - unmapped - allocated; -1 under glibc. */
+static long allocator_free(void)
+{
+	int (*ctl)(const char *, void *, size_t *, void *, size_t) =
+		(int (*)(const char *, void *, size_t *, void *, size_t))dlsym(RTLD_DEFAULT, "mallctl");
+	int (*prop)(const char *, size_t *) = (int (*)(const char *, size_t *))dlsym(RTLD_DEFAULT, "MallocExtension_GetNumericProperty");
+	size_t a = 0, b = 0, c = 0, len = sizeof a;
+	if (ctl) {
+		uint64_t epoch = 1, was;
+		size_t elen = sizeof was;
+		ctl("epoch", &was, &elen, &epoch, sizeof epoch);
+		ctl("stats.resident", &a, &len, NULL, 0);
+		ctl("stats.allocated", &b, &len, NULL, 0);
+		return (long)(a - b);
+	}
+	if (prop) {
+		prop("generic.heap_size", &a);
+		prop("tcmalloc.pageheap_unmapped_bytes", &b);
+		prop("generic.current_allocated_bytes", &c);
+		return (long)(a - b - c);
+	}
+	return -1;
+}
+
 int main(void)
 {
 	pthread_t t[THREADS];
@@ -51,5 +81,8 @@ int main(void)
 		clock_gettime(CLOCK_MONOTONIC, &now);
 	} while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) < 1500000000L);
 	printf("freed %ld\n", (long)THREADS * (BLOCKS - BLOCKS / 16) * 1008);
+	long own = allocator_free();
+	if (own >= 0)
+		printf("allocator_free %ld\n", own);
 	return 0;
 }
