@@ -7,7 +7,6 @@ require (
 	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724
 	github.com/klauspost/compress v1.20.3
 	github.com/ulikunitz/xz v0.5.17
+	golang.org/x/arch v0.33.0 // x86asm: the jumps that lead to a stripped eval loop's .cold part (collect/pyeval.go)
 	golang.org/x/sys v0.49.0
 )
-
-require golang.org/x/arch v0.33.0
