@@ -151,11 +151,21 @@ static uint64_t env_u64(const char *name, uint64_t lo, uint64_t hi, uint64_t dfl
 	return parse_num(getenv(name), &v) && v >= lo && v <= hi ? v : dflt;
 }
 
-/* An absolute path short enough for our names under it, else NULL: the library stays inert. */
+/*
+ * A copy of HEAPLENS_DIR if it is an absolute path short enough for our
+ * names under it, else NULL: the library stays inert. A copy, because a
+ * program may write over its environment block (setproctitle, as nginx
+ * and sshd do) while the ring and unwind-table paths are still to come.
+ */
 static const char *env_dir(void)
 {
+	static char dir[MAX_DIR + 1];
 	const char *d = getenv("HEAPLENS_DIR");
-	return d && d[0] == '/' && strnlen(d, MAX_DIR + 1) <= MAX_DIR ? d : NULL;
+	size_t n = d ? strnlen(d, MAX_DIR + 1) : 0;
+	if (!d || d[0] != '/' || n > MAX_DIR)
+		return NULL;
+	memcpy(dir, d, n + 1);
+	return dir;
 }
 
 void init_global(void)

@@ -162,7 +162,7 @@ func Run(o Options) (*Result, error) {
 	p := newPoller(col, w)
 	var watch *unprofiled
 	if !o.NoFollow { // without following, children are unprofiled by request
-		watch = newUnprofiled(cmd.Process.Pid, lib)
+		watch = newUnprofiled(cmd.Process.Pid, lib, dir)
 	}
 loop:
 	for {
