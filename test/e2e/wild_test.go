@@ -1,11 +1,19 @@
 package e2e
 
 import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/heaplens/heaplens/internal/heap"
 )
@@ -84,5 +92,122 @@ func TestRetitledEnvironment(t *testing.T) {
 	}
 	if !regexp.MustCompile(`pid \d+ \(\S*sleep\) ran unprofiled: its environment kept heaplens's LD_PRELOAD but lost its settings`).MatchString(res.stderr) {
 		t.Errorf("the run does not say why sleep ran unprofiled:\n%s", res.stderr)
+	}
+}
+
+// nginx retitles its master and workers (ngx_setproctitle) and forks its
+// workers after that: each worker is profiled, with stacks through
+// ngx_spawn_process where the master forked it, and no file appears
+// outside the private directory. The workers serve a few requests, then
+// the master is told to quit (SIGQUIT, a graceful shutdown) and exits 0.
+func TestRetitledNginx(t *testing.T) {
+	nginx, err := exec.LookPath("nginx")
+	if err != nil {
+		nginx = "/usr/sbin/nginx"
+	}
+	if _, err := os.Stat(nginx); err != nil {
+		t.Log("!!! nginx is not installed (scripts/deps.sh installs Debian's nginx): this test cannot run")
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	conf := fmt.Sprintf(`daemon off;
+worker_processes 2;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log;
+events { worker_connections 64; }
+http {
+	access_log off;
+	client_body_temp_path %[1]s/body;
+	proxy_temp_path %[1]s/proxy;
+	fastcgi_temp_path %[1]s/fastcgi;
+	uwsgi_temp_path %[1]s/uwsgi;
+	scgi_temp_path %[1]s/scgi;
+	server { listen %[2]s; location / { return 200 "hello\n"; } }
+}
+`, dir, addr)
+	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := ourFiles(t, "/")
+	capPath := filepath.Join(dir, "nginx.hlc")
+	cmd := exec.Command(heaplensBin(t), "run", "-o", capPath, "--rate", "1", "--", nginx, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"))
+	cmd.Dir = dir
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	exited, master := false, 0
+	defer func() {
+		if !exited { // a failure: nginx must not outlive the test
+			if master > 0 {
+				syscall.Kill(master, syscall.SIGTERM)
+			}
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				cmd.Process.Kill()
+				<-done
+			}
+		}
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		b, _ := os.ReadFile(filepath.Join(dir, "nginx.pid"))
+		master, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		if master > 0 {
+			if c, err := net.Dial("tcp", addr); err == nil {
+				c.Close()
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nginx did not start listening on %s within 30 s\n%s", addr, errb.String())
+		}
+	}
+	for i := 0; i < 8; i++ {
+		resp, err := http.Get("http://" + addr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "hello\n" {
+			t.Fatalf("request %d: %q, want \"hello\\n\"", i, b)
+		}
+	}
+	syscall.Kill(master, syscall.SIGQUIT)
+	select {
+	case err := <-done:
+		exited = true
+		if err != nil {
+			t.Fatalf("heaplens run nginx: %v, want exit 0\n%s", err, errb.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("nginx did not quit within a minute of SIGQUIT\n%s", errb.String())
+	}
+	for f := range ourFiles(t, "/") {
+		if !before[f] {
+			t.Errorf("the library wrote %s, outside its private directory", f)
+			os.Remove(f)
+		}
+	}
+	c := load(t, capPath)
+	allocs := heap.Allocs(c, heap.Options{})
+	workers := 0
+	for _, p := range c.Processes {
+		if p.PPID == master && streamSite(c, allocs, p.Stream, "", 0, "ngx_spawn_process") > 0 {
+			workers++
+		}
+	}
+	if workers != 2 {
+		t.Errorf("%d workers with samples below ngx_spawn_process, want 2 (of %d streams)\n%s", workers, len(c.Processes), errb.String())
 	}
 }
