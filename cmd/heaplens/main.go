@@ -101,7 +101,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.NoFollow, "no-follow", false, "profile the command's own process only, not the processes it starts")
 	fs.BoolVar(&o.NoPython, "no-python", false, "record native frames only: no Python frames, no PyMem hooks")
 	fs.BoolVar(&o.NativePythonInternals, "native-python-internals", false, "keep the interpreter's own native frames between Python frames")
-	quiet := fs.Bool("q", false, "no summary at exit")
+	quiet := fs.Bool("q", false, "quiet: no summary and no warnings (they are in the capture's notes)")
 	live := fs.Bool("live", false, "serve the web UI while the command runs (the URL is printed on standard error)")
 	liveAddr := fs.String("live-addr", "127.0.0.1:0", "address of the --live web UI (port 0 picks a free port)")
 	liveWait := fs.Bool("live-wait", false, "with --live, keep serving after the command ends, until interrupted")
@@ -157,8 +157,12 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return res.ExitCode
 	}
+	// -q: nothing of heaplens's on the command's standard error but an error
+	// that cost the capture; the warnings are in the capture, as notes.
 	for _, w := range res.Warnings {
-		fmt.Fprintf(stderr, "heaplens: warning: %s\n", w)
+		if !*quiet {
+			fmt.Fprintf(stderr, "heaplens: warning: %s\n", w)
+		}
 	}
 	if res.Capture != "" && !*quiet {
 		if err := printSummary(stderr, res.Capture, res.Status, o.Command, seen); err != nil {

@@ -107,8 +107,7 @@ func Run(o Options) (*Result, error) {
 		return &Result{ExitCode: 127}, err
 	}
 	if err := CheckDynamic(path); errors.Is(err, ErrStatic) {
-		fmt.Fprintf(o.Log, "heaplens: %s is statically linked: LD_PRELOAD cannot reach its allocator, so it cannot be profiled; running it without profiling\n", o.Command[0])
-		return runPlain(o, path)
+		return runUnprofiled(o, path, fmt.Sprintf("%s is statically linked: LD_PRELOAD cannot reach its allocator, so it ran unprofiled", o.Command[0]))
 	}
 	lib, err := LibraryPath()
 	if err != nil {
@@ -262,14 +261,40 @@ func command(o Options, path string) *exec.Cmd {
 	return cmd
 }
 
-func runPlain(o Options, path string) (*Result, error) {
+// runUnprofiled runs the command as it is, without the library, and writes
+// a capture that says why (a Note), so that the run's warnings and every
+// report of it say so, and heaplens run -q stays silent.
+func runUnprofiled(o Options, path, why string) (*Result, error) {
 	cmd := command(o, path)
 	signals := catchSignals()
 	defer signal.Stop(signals)
 	if err := start(cmd); err != nil {
 		return &Result{ExitCode: 126}, fmt.Errorf("%s: %w", o.Command[0], err)
 	}
-	return wait(cmd, signals), nil
+	out := o.Output
+	if out == "" {
+		out = fmt.Sprintf("heaplens-%s-%d.hlc", sanitize(filepath.Base(o.Command[0])), cmd.Process.Pid)
+	}
+	var w *capture.Writer
+	f, err := privdir.CreateFile(out, 0o600)
+	if err == nil {
+		defer f.Close()
+		if w, err = newCapture(f, capture.Meta{HeaplensVersion: o.Version, Rate: o.Rate, Command: o.Command}, o.Observer); err == nil {
+			err = w.Note(&capture.Note{Text: why})
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(o.Log, "heaplens: cannot write the capture: %v\n", err)
+	}
+	res := wait(cmd, signals)
+	res.Warnings = []string{why}
+	if w != nil {
+		if err := w.Close(); err != nil {
+			return res, fmt.Errorf("writing the capture: %w", err)
+		}
+		res.Capture = out
+	}
+	return res, nil
 }
 
 // wait waits for the command, forwarding signals when given a channel.
