@@ -78,9 +78,13 @@ static void resolve_real(void)
 {
 	if (__atomic_exchange_n(&resolving, 1, __ATOMIC_ACQ_REL))
 		return;
+#ifndef HEAPLENS_HARNESS
+	g.sanitized = sanitizer_restart() != 0;
+#endif
 	if (!RELAXED(real.secret)) {
+		/* The system call itself: a sanitizer's getrandom may not be set up yet. */
 		uint64_t s = 0;
-		if (getrandom(&s, sizeof s, GRND_NONBLOCK) != sizeof s)
+		if (syscall(SYS_getrandom, &s, sizeof s, GRND_NONBLOCK) != (long)sizeof s)
 			s = (uint64_t)now_ns(CLOCK_MONOTONIC) ^ (uint64_t)(uintptr_t)&s;
 		SET_RELAXED(real.mix, splitmix(&s) | 1);
 		__atomic_store_n(&real.secret, splitmix(&s) | 1, __ATOMIC_RELEASE);
@@ -191,7 +195,7 @@ void init_global(void)
 	g.unwind_check = (int)env_u64("HEAPLENS_UNWIND_CHECK", 0, 1, 0);
 	g.find_object = (int (*)(void *, struct dl_find_object *))dlsym(RTLD_DEFAULT, "_dl_find_object");
 	heapstats_init();
-	if (g.dir && (g.follow || (uint64_t)getppid() == agent)) {
+	if (g.dir && !g.sanitized && (g.follow || (uint64_t)getppid() == agent)) {
 		ring_create(0, 0, 0);
 		SET_RELAXED(g.active, g.ring != NULL);
 	}

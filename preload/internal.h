@@ -247,6 +247,7 @@ struct hl_global {
 	int no_unwind;
 	int unwind_check; /* HEAPLENS_UNWIND_CHECK=1: every stack walked both ways (unwind.c) */
 	int (*find_object)(void *pc, struct dl_find_object *); /* glibc 2.35+, lock-free; else NULL */
+	int sanitized; /* a sanitizer runtime owns the allocator, and the restart without us failed: inert */
 };
 extern struct hl_global g;
 
@@ -346,6 +347,15 @@ int64_t now_ns(clockid_t c);
 int in_boot(const void *p); /* a block of the static buffer that serves dlsym */
 void init_global(void);
 void hl_atfork_child(void); /* a fork child's own ring */
+
+/*
+ * sanitizer.c: with a sanitizer runtime loaded, restarts the process
+ * without us (returns only if that failed: the kind of runtime) or
+ * returns 0. The marker unprofiled.<pid>.<HL_UNPROFILED_SANITIZER + kind>
+ * tells the agent (internal/collect/notes.go).
+ */
+#define HL_UNPROFILED_SANITIZER 4096
+int sanitizer_restart(void);
 
 /* ring.c */
 char *put_name(char *q, const char *name); /* g.dir + "/" + name */

@@ -37,6 +37,7 @@ type Collector struct {
 	lines    map[symKey][]capture.Line
 	exits    map[int]syscall.WaitStatus
 	awaited  map[int]bool // pids whose end the agent learns by waiting
+	marked   map[int]bool // pids that said why they run unprofiled (unprofiledMarker)
 	root     int          // the first pid awaited: the command heaplens runs
 	// unwindCheck: HEAPLENS_UNWIND_CHECK=1, the unwind counts of every process are reported.
 	unwindCheck bool
@@ -122,6 +123,7 @@ func New(dir, self string, w *capture.Writer) *Collector {
 		lines:    map[symKey][]capture.Line{},
 		exits:    map[int]syscall.WaitStatus{},
 		awaited:  map[int]bool{},
+		marked:   map[int]bool{},
 		// The library's check mode: the target inherits the variable.
 		unwindCheck: os.Getenv("HEAPLENS_UNWIND_CHECK") == "1",
 	}
@@ -151,6 +153,9 @@ func (c *Collector) Live() map[uint32]int {
 	}
 	return live
 }
+
+// Marked returns the pids that said themselves why they run unprofiled.
+func (c *Collector) Marked() map[int]bool { return c.marked }
 
 // Images returns, for each process with a running stream, the executable
 // of its newest image.

@@ -37,10 +37,28 @@ func (c *Collector) unprofiledMarker(name string) bool {
 	if err1 != nil || err2 != nil || err3 != nil {
 		return true
 	}
+	if c.marked == nil {
+		c.marked = map[int]bool{}
+	}
+	c.marked[pid] = true
+	if errno > sanitizerMarker && errno <= sanitizerMarker+uint64(len(sanitizers)) {
+		c.note("process %d (%s) ran unprofiled: it is built with %s, whose runtime owns the allocator and must come first; "+
+			"it was restarted as it was started, without heaplens's library", pid, f[3], sanitizers[errno-sanitizerMarker-1])
+		return true
+	}
 	c.note("process %d (%s) ran unprofiled: could not back even the start of a ring of %s in %s: %v",
 		pid, f[3], size.FormatSize(bytes), c.dir, unix.Errno(errno))
 	return true
 }
+
+// sanitizerMarker + kind, in place of an errno, is the marker of a process
+// that found a sanitizer runtime in itself and restarted without the
+// library (preload/sanitizer.c, HL_UNPROFILED_SANITIZER); kind is 1-based
+// in sanitizers, the order of its runtimes.
+const sanitizerMarker = 4096
+
+var sanitizers = []string{"AddressSanitizer", "ThreadSanitizer", "LeakSanitizer", "MemorySanitizer", "HWAddressSanitizer",
+	"AddressSanitizer", "ThreadSanitizer", "LeakSanitizer", "MemorySanitizer", "HWAddressSanitizer"}
 
 func command(h ring.Header) string {
 	if len(h.Cmdline) > 0 {

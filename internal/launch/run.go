@@ -109,6 +109,9 @@ func Run(o Options) (*Result, error) {
 	if err := CheckDynamic(path); errors.Is(err, ErrStatic) {
 		return runUnprofiled(o, path, fmt.Sprintf("%s is statically linked: LD_PRELOAD cannot reach its allocator, so it ran unprofiled", o.Command[0]))
 	}
+	if name, rt := sanitizerIn(path, os.Environ()); name != "" {
+		return runUnprofiled(o, path, sanitizerWhy(o.Command[0], name, rt))
+	}
 	lib, err := LibraryPath()
 	if err != nil {
 		return &Result{ExitCode: 1}, err
@@ -174,7 +177,7 @@ loop:
 			every = min(2*every, pollEvery)
 			tick.Reset(every)
 			if p.tick() && watch != nil {
-				notes, execd := watch.scan(col.Images())
+				notes, execd := watch.scan(col.Images(), col.Marked())
 				for _, n := range notes {
 					col.Warn(n)
 				}

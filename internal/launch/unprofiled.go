@@ -50,13 +50,14 @@ func newUnprofiled(root int, lib, dir string) *unprofiled {
 // scan looks at every process of the tree and returns a note for each image
 // seen without a ring for two rounds in a row, and the pids among those
 // whose ring belongs to an image they exec'd away from. profiled maps the
-// pids that have a ring to the executable of their newest image.
-func (u *unprofiled) scan(profiled map[int]string) (notes []string, execd []int) {
+// pids that have a ring to the executable of their newest image; marked
+// holds those that said themselves why they have none.
+func (u *unprofiled) scan(profiled map[int]string, marked map[int]bool) (notes []string, execd []int) {
 	now := map[image]bool{}
 	for _, pid := range u.tree() {
 		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-		if err != nil || profiled[pid] == exe || exe == u.self {
-			continue // gone, a zombie, profiled, or heaplens itself
+		if err != nil || profiled[pid] == exe || exe == u.self || marked[pid] {
+			continue // gone, a zombie, profiled, heaplens itself, or it said why not
 		}
 		im := image{pid, exe}
 		now[im] = true

@@ -211,3 +211,85 @@ http {
 		t.Errorf("%d workers with samples below ngx_spawn_process, want 2 (of %d streams)\n%s", workers, len(c.Processes), errb.String())
 	}
 }
+
+// sanitizerOutput is a sanitizer's report with what differs from run to
+// run (its pid, addresses) blanked out.
+func sanitizerOutput(s string) string {
+	s = regexp.MustCompile(`==\d+==`).ReplaceAllString(s, "==PID==")
+	return regexp.MustCompile(`0x[0-9a-f]+`).ReplaceAllString(s, "0x?")
+}
+
+// A program built with a sanitizer that owns the allocator (GCC's ASan,
+// TSan, LSan) runs as bare under heaplens run -q: the same exit status,
+// output and sanitizer report (LSan's of a deliberate leak included), as
+// heaplens does not preload its library into it (before, ASan refused to
+// start, TSan crashed at pc 0 and LSan in the library's free), and its
+// capture says why it ran unprofiled. When a shell execs it, the library
+// it finds there restarts the process without itself. UBSan alone is
+// profiled: its leak is in the capture to the byte.
+func TestSanitizerBuilds(t *testing.T) {
+	dir := t.TempDir()
+	bins := map[string]string{}
+	for _, s := range []string{"address", "thread", "leak", "undefined"} {
+		sub := filepath.Join(dir, s)
+		if err := os.Mkdir(sub, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		bins[s] = build(t, sub, "sanitized.c", "-fsanitize="+s)
+	}
+	notes := func(capPath string) string {
+		var out []string
+		for _, n := range load(t, capPath).Notes {
+			out = append(out, n.Text)
+		}
+		return strings.Join(out, "\n")
+	}
+	same := func(t *testing.T, what string, bare, res result) {
+		t.Helper()
+		if res.code != bare.code || res.stdout != bare.stdout || sanitizerOutput(res.stderr) != sanitizerOutput(bare.stderr) {
+			t.Errorf("%s: exit %d, stdout %q, stderr:\n%s\nbare: exit %d, stdout %q, stderr:\n%s",
+				what, res.code, res.stdout, res.stderr, bare.code, bare.stdout, bare.stderr)
+		}
+	}
+	for _, c := range []struct{ san, name string }{{"address", "AddressSanitizer"}, {"thread", "ThreadSanitizer"}, {"leak", "LeakSanitizer"}} {
+		t.Run(c.san, func(t *testing.T) {
+			bin := bins[c.san]
+			bare := run(t, time.Minute, bin)
+			if !strings.Contains(bare.stdout, "total 49950000") || (c.san != "thread") != strings.Contains(bare.stderr, "4000 byte(s) leaked") {
+				t.Fatalf("the bare run is not as the test expects (exit %d, stdout %q):\n%s", bare.code, bare.stdout, bare.stderr)
+			}
+			capPath := filepath.Join(dir, c.san+".hlc")
+			same(t, "heaplens run -q", bare, run(t, time.Minute, heaplensBin(t), "run", "-q", "-o", capPath, "--", bin))
+			if n := notes(capPath); !strings.Contains(n, "is built with "+c.name) {
+				t.Errorf("the capture does not say that the program is built with %s; its notes:\n%s", c.name, n)
+			}
+		})
+	}
+	// Exec'd by a shell, which is profiled: the library restarts them without itself.
+	script := fmt.Sprintf(`%s; echo "thread: $?"; %s; echo "leak: $?"`, bins["thread"], bins["leak"])
+	bare := run(t, time.Minute, "sh", "-c", script)
+	if !strings.Contains(bare.stdout, "leak: 23") {
+		t.Fatalf("the bare run is not as the test expects (exit %d, stdout %q):\n%s", bare.code, bare.stdout, bare.stderr)
+	}
+	capPath := filepath.Join(dir, "execd.hlc")
+	same(t, "sh -c under heaplens run -q", bare, run(t, time.Minute, heaplensBin(t), "run", "-q", "-o", capPath, "--", "sh", "-c", script))
+	n := notes(capPath)
+	for _, name := range []string{"ThreadSanitizer", "LeakSanitizer"} {
+		if !regexp.MustCompile(`process \d+ \(sanitized\) ran unprofiled: it is built with ` + name + `.*restarted`).MatchString(n) {
+			t.Errorf("the capture does not say that a process built with %s was restarted without the library; its notes:\n%s", name, n)
+		}
+	}
+	if strings.Contains(n, "LD_PRELOAD") {
+		t.Errorf("a restarted process is also noted as one that lost LD_PRELOAD:\n%s", n)
+	}
+
+	// UBSan has no allocator of its own: profiled, the leak to the byte.
+	bin := bins["undefined"]
+	bare = run(t, time.Minute, bin)
+	capPath = filepath.Join(dir, "undefined.hlc")
+	res := run(t, time.Minute, heaplensBin(t), "run", "-q", "--rate", "1", "-o", capPath, "--", bin)
+	same(t, "UBSan build", bare, res)
+	if got := report(t, capPath, "leaks").site("keep_leak"); got != 4000 {
+		t.Errorf("the UBSan build leaks %.0f bytes at keep_leak, want 4000", got)
+	}
+}
