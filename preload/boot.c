@@ -192,6 +192,7 @@ void init_global(void)
 	/* --no-follow: only the agent's own child (before and after an exec) is profiled. */
 	g.follow = (int)env_u64("HEAPLENS_FOLLOW", 0, 1, 1); /* 0 or 1 */
 	uint64_t agent = env_u64("HEAPLENS_AGENT_PID", 1, INT32_MAX, 0);
+	limits_restore(agent);
 	g.unwind_check = (int)env_u64("HEAPLENS_UNWIND_CHECK", 0, 1, 0);
 	g.find_object = (int (*)(void *, struct dl_find_object *))dlsym(RTLD_DEFAULT, "_dl_find_object");
 	heapstats_init();

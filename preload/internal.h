@@ -357,6 +357,14 @@ void hl_atfork_child(void); /* a fork child's own ring */
 #define HL_UNPROFILED_SANITIZER 4096
 int sanitizer_restart(void);
 
+/*
+ * limits.c: the address-space limit. HL_UNPROFILED_ASLIMIT in a marker:
+ * the limit (its bytes field) leaves no room for the smallest ring.
+ */
+#define HL_UNPROFILED_ASLIMIT 4200
+void limits_restore(uint64_t agent); /* HEAPLENS_RLIMIT_AS, in the agent's child */
+uint64_t limits_ring(uint64_t want); /* the ring size the limit allows, 0 for none */
+
 /* ring.c */
 char *put_name(char *q, const char *name); /* g.dir + "/" + name */
 void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq);

@@ -16,7 +16,9 @@ import (
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/collect"
 	"github.com/heaplens/heaplens/internal/privdir"
+	"github.com/heaplens/heaplens/internal/sigstart"
 	"github.com/heaplens/heaplens/internal/size"
+	"golang.org/x/sys/unix"
 )
 
 // Options configure one profiled run.
@@ -65,6 +67,8 @@ const (
 	// tenth of a second, faster than the agent can name new stacks, and a
 	// 16 MiB ring drops a third of them. The ring is backed only as it fills.
 	ExactRingSize = 64 << 20
+	// DefaultRingSize is the library's own default.
+	DefaultRingSize = 16 << 20
 )
 
 // CheckRingSize says what is wrong with a ring size.
@@ -150,6 +154,13 @@ func Run(o Options) (*Result, error) {
 		o.Started(out)
 	}
 	col := collect.New(dir, lib, w)
+	col.RingSize = o.RingSize
+	if col.RingSize == 0 {
+		col.RingSize = DefaultRingSize
+		if o.Rate == 1 {
+			col.RingSize = ExactRingSize
+		}
+	}
 	col.BuildUnwindTables()
 	col.NativePythonInternals = o.NativePythonInternals
 	defer col.Close()
@@ -274,6 +285,10 @@ func runUnprofiled(o Options, path, why string) (*Result, error) {
 	if err := start(cmd); err != nil {
 		return &Result{ExitCode: 126}, fmt.Errorf("%s: %w", o.Command[0], err)
 	}
+	if soft, hard, ok := sigstart.AddressSpace(); ok && soft != unix.RLIM_INFINITY {
+		// No library to give it back: at once, as the command starts.
+		unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: soft, Max: hard}, nil)
+	}
 	out := o.Output
 	if out == "" {
 		out = fmt.Sprintf("heaplens-%s-%d.hlc", sanitize(filepath.Base(o.Command[0])), cmd.Process.Pid)
@@ -380,6 +395,11 @@ func profiledEnv(env []string, lib, dir string, o Options) []string {
 	}
 	if o.NoPython {
 		out = append(out, "HEAPLENS_PYTHON=0")
+	}
+	if soft, hard, ok := sigstart.AddressSpace(); ok && soft != unix.RLIM_INFINITY {
+		// The limit heaplens was started with, raised for itself at entry:
+		// the library gives it back to the command before the program runs.
+		out = append(out, fmt.Sprintf("HEAPLENS_RLIMIT_AS=%d %d", soft, hard))
 	}
 	out = append(out, "HEAPLENS_AGENT_PID="+strconv.Itoa(os.Getpid()))
 	if o.NoFollow {

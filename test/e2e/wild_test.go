@@ -293,3 +293,98 @@ func TestSanitizerBuilds(t *testing.T) {
 		t.Errorf("the UBSan build leaks %.0f bytes at keep_leak, want 4000", got)
 	}
 }
+
+// Under an address-space limit (ulimit -v) a command runs as it does bare:
+// the same exit status, output and standard error (heaplens run -q), and
+// heaplens leaves nothing in /dev/shm. Set around heaplens, the limit was
+// heaplens's own: the Go runtime alone reserves over a gigabyte, and it
+// died at start ("failed to reserve page summary memory") or mid-run. Now
+// it raises its soft limit where it may and gives the command the one it
+// was started with; below 3 GiB it runs the command unprofiled, saying so
+// unless -q. Set inside the command, the limit is the program's, which its
+// ring (16 MiB) counted against: the ring takes 1/256 of a finite limit,
+// and the run says so. Each case runs in a mount namespace with a /dev/shm
+// of its own, to see what is left in it.
+func TestAddressSpaceLimit(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Log("!!! this test mounts a private /dev/shm (unshare -m, mount -t tmpfs): run it as root")
+		t.Fatal("not root")
+	}
+	script := filepath.Join(root, "test", "workloads", "aslimit.py")
+	const py = "/usr/bin/python3"
+	hl := heaplensBin(t)
+	dir := t.TempDir()
+	// sh -c in a private /dev/shm; what is left in it is printed last, on standard error.
+	inShm := func(cmd string) result {
+		t.Helper()
+		return run(t, 3*time.Minute, "unshare", "-m", "sh", "-c",
+			`mount -t tmpfs tmpfs /dev/shm && `+cmd+`; s=$?; echo "left in /dev/shm: $(ls -A /dev/shm)" >&2; exit $s`)
+	}
+	cases := []struct {
+		name, bare, profiled string
+		profiledToo          bool // the program is profiled, not run unprofiled
+	}{}
+	// Limits half a block past a whole number of blocks above what the bare
+	// program maps before its first block, so that a few megabytes more or
+	// less do not change its answer (the library's own mappings, ~6 MiB,
+	// cannot be helped).
+	probe := run(t, time.Minute, py, "-c", "import mmap, resource; print([l for l in open('/proc/self/status') if l.startswith('VmSize:')][0].split()[1])")
+	base, err := strconv.Atoi(strings.TrimSpace(probe.stdout))
+	if err != nil {
+		t.Fatalf("python's VmSize: %q: %v", probe.stdout, err)
+	}
+	for _, blocks := range []int{3, 10, 26} { // the last leaves heaplens over 3 GiB: it profiles
+		kib := base + blocks*128<<10 + 64<<10
+		limit := fmt.Sprintf("ulimit -v %d; ", kib)
+		cases = append(cases, struct {
+			name, bare, profiled string
+			profiledToo          bool
+		}{
+			fmt.Sprintf("around heaplens, %d KiB", kib),
+			limit + py + " " + script,
+			limit + hl + " run -q -o " + filepath.Join(dir, strconv.Itoa(kib)+"a.hlc") + " -- " + py + " " + script,
+			kib*1024 >= 3<<30,
+		}, struct {
+			name, bare, profiled string
+			profiledToo          bool
+		}{
+			fmt.Sprintf("inside the command, %d KiB", kib),
+			"bash -c '" + limit + py + " " + script + "'",
+			hl + " run -q -o " + filepath.Join(dir, strconv.Itoa(kib)+"b.hlc") + " -- bash -c '" + limit + py + " " + script + "'",
+			true,
+		})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			bare := inShm(c.bare)
+			if !strings.Contains(bare.stdout, "blocks ") {
+				t.Fatalf("the bare run is not as the test expects: exit %d, stdout %q\n%s", bare.code, bare.stdout, bare.stderr)
+			}
+			res := inShm(c.profiled)
+			if res.code != bare.code || res.stdout != bare.stdout || res.stderr != bare.stderr {
+				t.Errorf("exit %d, stdout %q, stderr %q; bare: exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr, bare.code, bare.stdout, bare.stderr)
+			}
+			capPath := c.profiled[strings.Index(c.profiled, " -o ")+4:]
+			capPath = capPath[:strings.IndexByte(capPath, ' ')]
+			_, err := os.Stat(capPath)
+			if c.profiledToo != (err == nil) {
+				t.Errorf("capture %s exists: %v, want %v (profiled)", capPath, err == nil, c.profiledToo)
+			}
+			if c.profiledToo && err == nil && strings.HasPrefix(c.name, "inside") {
+				c := load(t, capPath)
+				var notes []string
+				for _, n := range c.Notes {
+					notes = append(notes, n.Text)
+				}
+				if !strings.Contains(strings.Join(notes, "\n"), "under an address-space limit") {
+					t.Errorf("no note of the smaller rings under the limit; the notes:\n%s", strings.Join(notes, "\n"))
+				}
+			}
+		})
+	}
+	// Not quiet, the unprofiled run says why.
+	res := inShm(fmt.Sprintf("ulimit -v %d; ", base+3*128<<10+64<<10) + hl + " run -o " + filepath.Join(dir, "loud.hlc") + " -- " + py + " " + script)
+	if !strings.Contains(res.stderr, "heaplens: the address-space limit (ulimit -v) leaves heaplens too little room to run") {
+		t.Errorf("the run does not say why the command ran unprofiled:\n%s", res.stderr)
+	}
+}
