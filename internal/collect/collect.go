@@ -38,11 +38,10 @@ type Collector struct {
 	exits    map[int]syscall.WaitStatus
 	awaited  map[int]bool // pids whose end the agent learns by waiting
 	marked   map[int]bool // pids that said why they run unprofiled (unprofiledMarker)
-
+	root     int          // the first pid awaited: the command heaplens runs
 	// RingSize is the ring each process asked for (heaplens run); a
 	// smaller one was cut to fit an address-space limit, and is noted.
 	RingSize uint64
-	root     int          // the first pid awaited: the command heaplens runs
 	// unwindCheck: HEAPLENS_UNWIND_CHECK=1, the unwind counts of every process are reported.
 	unwindCheck bool
 	warnings    []string
