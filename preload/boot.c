@@ -80,11 +80,15 @@ static void resolve_real(void)
 		return;
 #ifndef HEAPLENS_HARNESS
 	g.sanitized = sanitizer_restart() != 0;
+	/* Under a seccomp filter getrandom may not be allowed (seccomp.c). */
+	int filtered = seccomp_read();
+#else
+	int filtered = 0;
 #endif
 	if (!RELAXED(real.secret)) {
 		/* The system call itself: a sanitizer's getrandom may not be set up yet. */
 		uint64_t s = 0;
-		if (syscall(SYS_getrandom, &s, sizeof s, GRND_NONBLOCK) != (long)sizeof s)
+		if (filtered || syscall(SYS_getrandom, &s, sizeof s, GRND_NONBLOCK) != (long)sizeof s)
 			s = (uint64_t)now_ns(CLOCK_MONOTONIC) ^ (uint64_t)(uintptr_t)&s;
 		SET_RELAXED(real.mix, splitmix(&s) | 1);
 		__atomic_store_n(&real.secret, splitmix(&s) | 1, __ATOMIC_RELEASE);
@@ -194,9 +198,13 @@ void init_global(void)
 	uint64_t agent = env_u64("HEAPLENS_AGENT_PID", 1, INT32_MAX, 0);
 	limits_restore(agent);
 	g.unwind_check = (int)env_u64("HEAPLENS_UNWIND_CHECK", 0, 1, 0);
+#ifndef HEAPLENS_HARNESS
+	if (seccomp_inherited()) /* no new system calls: no ring (seccomp.c) */
+		SET_RELAXED(g.sandboxed, 1);
+#endif
 	g.find_object = (int (*)(void *, struct dl_find_object *))dlsym(RTLD_DEFAULT, "_dl_find_object");
 	heapstats_init();
-	if (g.dir && !g.sanitized && (g.follow || (uint64_t)getppid() == agent)) {
+	if (g.dir && !g.sanitized && !RELAXED(g.sandboxed) && (g.follow || (uint64_t)getppid() == agent)) {
 		ring_create(0, 0, 0);
 		SET_RELAXED(g.active, g.ring != NULL);
 	}
@@ -241,6 +249,12 @@ void hl_atfork_child(void)
 	struct hl_ring_header *parent = g.ring;
 	if (!parent)
 		return;
+	if (RELAXED(g.sandboxed)) { /* under a seccomp filter: no ring, not even munmap (seccomp.c) */
+		g.ring = NULL;
+		g.active = 0;
+		tls.remaining = IDLE_GAP, tls.owed = 0;
+		return;
+	}
 	int64_t ppid = parent->pid;
 	uint32_t attached = parent->flags & HL_FLAG_ATTACHED;
 	uint32_t pseq = g.seq;

@@ -248,6 +248,7 @@ struct hl_global {
 	int unwind_check; /* HEAPLENS_UNWIND_CHECK=1: every stack walked both ways (unwind.c) */
 	int (*find_object)(void *pc, struct dl_find_object *); /* glibc 2.35+, lock-free; else NULL */
 	int sanitized; /* a sanitizer runtime owns the allocator, and the restart without us failed: inert */
+	int sandboxed; /* a seccomp filter may be in force: no new system calls (seccomp.c) */
 };
 extern struct hl_global g;
 
@@ -365,11 +366,16 @@ int sanitizer_restart(void);
 void limits_restore(uint64_t agent); /* HEAPLENS_RLIMIT_AS, in the agent's child */
 uint64_t limits_ring(uint64_t want); /* the ring size the limit allows, 0 for none */
 
+/* seccomp.c: prctl and syscall wrapped; a filter inherited across exec */
+int seccomp_read(void);      /* at start: the mode (0 none), noted for seccomp_inherited */
+int seccomp_inherited(void); /* started under a filter of the program's */
+
 /* ring.c */
 char *put_name(char *q, const char *name); /* g.dir + "/" + name */
 void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq);
 void count_drop(uint64_t *field);
 void ring_remove(const struct hl_ring_header *h);
+void ring_back_all(void); /* the whole ring, now: no madvise once a seccomp filter is in */
 void on_exit_mark(int status, void *arg);
 
 /* modules.c */

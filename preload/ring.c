@@ -69,7 +69,7 @@ static int extend(struct hl_ring_header *h, uint64_t b, uint64_t to)
 static COLD uint64_t grow(struct hl_ring_header *h, uint64_t need)
 {
 	uint64_t b = __atomic_load_n(&h->backed, __ATOMIC_ACQUIRE), to = b;
-	if (RELAXED(g.stopped) || (need <= b && RELAXED(g.growing)))
+	if (RELAXED(g.stopped) || RELAXED(g.sandboxed) || (need <= b && RELAXED(g.growing)))
 		return b;
 	if (__atomic_exchange_n(&g.growing, 1, __ATOMIC_ACQUIRE)) {
 		uint64_t want = (need + FIRST_CHUNK - 1) & ~(uint64_t)(FIRST_CHUNK - 1);
@@ -85,6 +85,22 @@ static COLD uint64_t grow(struct hl_ring_header *h, uint64_t need)
 	__atomic_store_n(&g.grow_at, grow_at(__atomic_load_n(&h->backed, __ATOMIC_ACQUIRE)), __ATOMIC_RELEASE);
 	__atomic_store_n(&g.growing, 0, __ATOMIC_RELEASE);
 	return __atomic_load_n(&h->backed, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Backs the rest of the ring at once: a seccomp filter goes in, after which
+ * no madvise may come. Beside a thread growing it (extend takes backed up
+ * only); a failure stops the backing as in grow.
+ */
+void ring_back_all(void)
+{
+	struct hl_ring_header *h = ring_now();
+	if (!h || RELAXED(g.stopped))
+		return;
+	uint64_t b = __atomic_load_n(&h->backed, __ATOMIC_ACQUIRE);
+	if (b < g.ring_size)
+		extend(h, b, g.ring_size);
+	__atomic_store_n(&g.grow_at, grow_at(__atomic_load_n(&h->backed, __ATOMIC_ACQUIRE)), __ATOMIC_RELEASE);
 }
 
 /*

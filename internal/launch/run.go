@@ -401,6 +401,10 @@ func profiledEnv(env []string, lib, dir string, o Options) []string {
 		// the library gives it back to the command before the program runs.
 		out = append(out, fmt.Sprintf("HEAPLENS_RLIMIT_AS=%d %d", soft, hard))
 	}
+	if mode, filters, ok := seccompOf("self"); ok {
+		// The agent's own (a container's): the library takes only more as the program's.
+		out = append(out, fmt.Sprintf("HEAPLENS_SECCOMP=%s %s", mode, filters))
+	}
 	out = append(out, "HEAPLENS_AGENT_PID="+strconv.Itoa(os.Getpid()))
 	if o.NoFollow {
 		out = append(out, "HEAPLENS_FOLLOW=0")

@@ -178,6 +178,10 @@ func whyUnprofiled(pid int, lib, dir string) (why string, loaded bool) {
 		if uid := processUID(pid); uid >= 0 && uid != os.Getuid() {
 			return fmt.Sprintf("it loaded the library but runs as uid %d, which cannot write heaplens's rings", uid), true
 		}
+		if seccompFiltered(pid) {
+			return "it runs under a seccomp filter (the program's, installed before this process or image began), " +
+				"under which the library makes no system call it had not made, so no ring", false
+		}
 		// The environment it started with (a program that retitles itself
 		// writes over it later, which matters not: the library copied its
 		// settings at start). Without the setting no ring can come: no
@@ -192,6 +196,37 @@ func whyUnprofiled(pid int, lib, dir string) (why string, loaded bool) {
 		return "its environment does not pass on heaplens's LD_PRELOAD (cleared by env -i, sudo or the program)", false
 	}
 	return "the library did not load, for a reason heaplens cannot see", false
+}
+
+// seccompFiltered reports whether pid runs under more seccomp filters
+// than heaplens (a container's), or in strict mode.
+func seccompFiltered(pid int) bool {
+	mode, filters, ok := seccompOf(strconv.Itoa(pid))
+	if !ok || mode == "0" {
+		return false
+	}
+	self, selfFilters, _ := seccompOf("self")
+	return mode != self || filters != selfFilters
+}
+
+// seccompOf reads the Seccomp and Seccomp_filters lines of /proc/PID/status
+// ("" for a line the kernel does not write).
+func seccompOf(pid string) (mode, filters string, ok bool) {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return "", "", false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 1 {
+			switch f[0] {
+			case "Seccomp:":
+				mode, ok = f[1], true
+			case "Seccomp_filters:":
+				filters = f[1]
+			}
+		}
+	}
+	return mode, filters, ok
 }
 
 // processUID returns the real uid of pid, -1 if unknown.

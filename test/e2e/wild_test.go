@@ -388,3 +388,50 @@ func TestAddressSpaceLimit(t *testing.T) {
 		t.Errorf("the run does not say why the command ran unprofiled:\n%s", res.stderr)
 	}
 }
+
+// A program that installs a kill-by-default seccomp filter (through prctl,
+// or syscall(SYS_seccomp) as libseccomp does) lists the system calls it
+// makes, not the library's: the library mapped an unwind table after it
+// and the program died of SIGSYS. Now the library makes no new system
+// call once the filter goes in: the program runs as bare, its allocations
+// after the filter are all in the profile (--rate 1: to the byte, stacks
+// from libgcc's unwinder), and its fork child, which would need a ring,
+// runs unprofiled, as the run says. heaplens under a filter of its own (a
+// container's) profiles the program all the same.
+func TestSeccompSandbox(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "sandbox.c")
+	for _, how := range []string{"prctl", "seccomp"} {
+		t.Run(how, func(t *testing.T) {
+			bare := run(t, time.Minute, bin, how)
+			if bare.code != 0 || !strings.Contains(bare.stdout, "child ok") {
+				t.Fatalf("the bare run fails under its own filter: exit %d, stdout %q\n%s", bare.code, bare.stdout, bare.stderr)
+			}
+			capPath := filepath.Join(dir, how+".hlc")
+			res := run(t, time.Minute, heaplensBin(t), "run", "-q", "--rate", "1", "-o", capPath, "--", bin, how)
+			if res.code != bare.code || res.stdout != bare.stdout || res.stderr != bare.stderr {
+				t.Fatalf("exit %d, stdout %q, stderr %q; bare: exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr, bare.code, bare.stdout, bare.stderr)
+			}
+			if got := report(t, capPath, "leaks").site("keep_after"); got != 1000*4096 {
+				t.Errorf("keep_after, after the filter: %.0f bytes, want %d", got, 1000*4096)
+			}
+			var notes []string
+			for _, n := range load(t, capPath).Notes {
+				notes = append(notes, n.Text)
+			}
+			if !regexp.MustCompile(`pid \d+ \(\S*sandbox\) ran unprofiled: it runs under a seccomp filter`).MatchString(strings.Join(notes, "\n")) {
+				t.Errorf("the fork child under the filter is not noted as unprofiled; the notes:\n%s", strings.Join(notes, "\n"))
+			}
+		})
+	}
+	// heaplens itself under a filter, as everything in a container is: that
+	// one is not the program's, which is profiled as ever.
+	capPath := filepath.Join(dir, "container.hlc")
+	res := run(t, time.Minute, bin, "container", heaplensBin(t), "run", "--rate", "1", "-o", capPath, "--", bin, "prctl")
+	if res.code != 0 || !strings.Contains(res.stdout, "child ok") {
+		t.Fatalf("in a container: exit %d, stdout %q\n%s", res.code, res.stdout, res.stderr)
+	}
+	if got := report(t, capPath, "leaks").site("keep_after"); got != 1000*4096 {
+		t.Errorf("in a container, keep_after: %.0f bytes, want %d\n%s", got, 1000*4096, res.stderr)
+	}
+}
