@@ -3,12 +3,14 @@
  * LSan, MSan, HWASan) cannot have us in front of it: TSan's interceptors
  * are not set up when its start-up first calls malloc (and so us), LSan's
  * blocks sit at the start of a mapping where free's look below a block
- * faults, ASan refuses to start. heaplens run never preloads us into a
- * command built so; a process that execs one (a shell script, a test
- * runner) brings us in all the same. Then, at the first call of any hook,
+ * faults, ASan refuses to start (the agent turns that check off:
+ * verify_asan_link_order=0 in ASAN_OPTIONS). heaplens run never preloads
+ * us into a command built so; a process that execs one (a shell script, a
+ * test runner) brings us in all the same. Then, at the first call of any hook,
  * before anything else, the process restarts itself as it was started but
  * without us: the same pid, arguments and environment less heaplens's
- * LD_PRELOAD entry and HEAPLENS_ variables, so it runs as bare. It leaves
+ * LD_PRELOAD entry and HEAPLENS_ variables, and ASAN_OPTIONS as it was,
+ * so it runs as bare. It leaves
  * the marker unprofiled.<pid>.<HL_UNPROFILED_SANITIZER + kind>.0.<comm>
  * for the agent to say why.
  *
@@ -18,7 +20,6 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <link.h>
-#include <string.h>
 #include <sys/auxv.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -41,7 +42,30 @@ static const char *base(const char *p)
 	return b;
 }
 
-static int has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+/*
+ * The sanitizer intercepts the string functions, and cannot serve them
+ * before it is set up: our own, kept from being turned into calls to them.
+ */
+#define NOLIBC __attribute__((optimize("no-tree-loop-distribute-patterns"), noinline))
+static NOLIBC size_t slen(const char *s)
+{
+	size_t n = 0;
+	while (s[n])
+		n++;
+	return n;
+}
+static NOLIBC void scopy(char *d, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		d[i] = s[i];
+}
+static int has_prefix(const char *s, const char *p)
+{
+	for (; *p; s++, p++)
+		if (*s != *p)
+			return 0;
+	return 1;
+}
 
 /* The kind (1-based index in runtimes) of a loaded sanitizer runtime, 0 if none. */
 static int sanitizer_loaded(void)
@@ -78,17 +102,17 @@ static char *put_dec(char *q, uint64_t v)
 
 static void leave_marker(int kind, const char *dir)
 {
-	if (!dir || dir[0] != '/' || strnlen(dir, MAX_DIR + 1) > MAX_DIR)
+	if (!dir || dir[0] != '/' || slen(dir) > MAX_DIR)
 		return;
 	static char path[4096];
 	char comm[32];
 	char *q = path;
-	size_t dl = strlen(dir);
-	memcpy(q, dir, dl), q += dl;
-	memcpy(q, "/unprofiled.", 12), q += 12;
+	size_t dl = slen(dir);
+	scopy(q, dir, dl), q += dl;
+	scopy(q, "/unprofiled.", 12), q += 12;
 	q = put_dec(q, (uint64_t)syscall(SYS_getpid)), *q++ = '.';
 	q = put_dec(q, HL_UNPROFILED_SANITIZER + (uint64_t)kind);
-	memcpy(q, ".0.", 3), q += 3;
+	scopy(q, ".0.", 3), q += 3;
 	long n = sys_read_file("/proc/self/comm", comm, sizeof comm - 1);
 	for (long i = 0; i < n && comm[i] != '\n'; i++) {
 		char c = comm[i];
@@ -106,16 +130,18 @@ static int strip_preload(const char *v, char *buf, size_t cap)
 {
 	size_t n = 0;
 	while (*v) {
-		size_t len = strcspn(v, ": ");
+		size_t len = 0;
+		while (v[len] && v[len] != ':' && v[len] != ' ')
+			len++;
 		char item[4096];
 		if (len < sizeof item) {
-			memcpy(item, v, len), item[len] = 0;
+			scopy(item, v, len), item[len] = 0;
 			if (len && !has_prefix(base(item), "libheaplens")) {
 				if (n + len + 2 > cap)
 					return 0;
 				if (n)
 					buf[n++] = ':';
-				memcpy(buf + n, v, len), n += len;
+				scopy(buf + n, v, len), n += len;
 			}
 		}
 		v += len;
@@ -134,7 +160,7 @@ static int split(const char *path, char *buf, size_t cap, char **v, size_t nv)
 		return 0;
 	buf[n] = 0;
 	size_t k = 0;
-	for (long i = 0; i < n; i += (long)strlen(buf + i) + 1) {
+	for (long i = 0; i < n; i += (long)slen(buf + i) + 1) {
 		if (k == nv - 1)
 			return 0;
 		v[k++] = buf + i;
@@ -174,14 +200,32 @@ int sanitizer_restart(void)
 	if (!path || !split("/proc/self/cmdline", args, sizeof args, argv, sizeof argv / sizeof *argv) ||
 	    !split("/proc/self/environ", env, sizeof env, envp, sizeof envp / sizeof *envp))
 		return kind;
+	/* ASAN_OPTIONS as it was before the agent let ASan start behind us (HEAPLENS_ASAN_OPTIONS: 0 unset, 1VALUE). */
+	static char asan[8192];
+	const char *saved = NULL;
+	for (char **e = envp; *e; e++)
+		if (has_prefix(*e, "HEAPLENS_ASAN_OPTIONS="))
+			saved = *e + 22;
+	if (saved && saved[0] == '1') {
+		size_t sl = slen(saved);
+		if (sl + 13 > sizeof asan)
+			return kind;
+		scopy(asan, "ASAN_OPTIONS=", 13);
+		scopy(asan + 13, saved + 1, sl); /* its NUL too */
+	}
 	size_t ne = 0;
 	for (char **e = envp; *e; e++) {
 		if (has_prefix(*e, "HEAPLENS_DIR="))
 			dir = *e + 13;
 		if (has_prefix(*e, "HEAPLENS_"))
 			continue;
+		if (saved && has_prefix(*e, "ASAN_OPTIONS=")) {
+			if (saved[0] == '1')
+				envp[ne++] = asan;
+			continue;
+		}
 		if (has_prefix(*e, "LD_PRELOAD=")) {
-			memcpy(preload, "LD_PRELOAD=", 11);
+			scopy(preload, "LD_PRELOAD=", 11);
 			if (!strip_preload(*e + 11, preload + 11, sizeof preload - 11))
 				return kind;
 			if (preload[11])

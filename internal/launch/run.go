@@ -367,7 +367,7 @@ const maxDirLen = 4000
 
 func profiledEnv(env []string, lib, dir string, o Options) []string {
 	out := env[:0:0]
-	preload := lib
+	preload, asan := lib, ""
 	for _, kv := range env {
 		switch {
 		case strings.HasPrefix(kv, "LD_PRELOAD="):
@@ -375,9 +375,20 @@ func profiledEnv(env []string, lib, dir string, o Options) []string {
 				preload = lib + ":" + old
 			}
 		case strings.HasPrefix(kv, "HEAPLENS_"):
+		case strings.HasPrefix(kv, "ASAN_OPTIONS="):
+			asan = kv
 		default:
 			out = append(out, kv)
 		}
+	}
+	// ASan checks that its runtime is the first library, which it is not
+	// behind the library: turned off, so that an ASan program the command
+	// execs starts, finds the library and restarts itself without it, with
+	// ASAN_OPTIONS as it was (preload/sanitizer.c).
+	if old, ok := strings.CutPrefix(asan, "ASAN_OPTIONS="); ok {
+		out = append(out, "ASAN_OPTIONS="+strings.TrimLeft(old+":", ":")+"verify_asan_link_order=0", "HEAPLENS_ASAN_OPTIONS=1"+old)
+	} else {
+		out = append(out, "ASAN_OPTIONS=verify_asan_link_order=0", "HEAPLENS_ASAN_OPTIONS=0")
 	}
 	out = append(out, "LD_PRELOAD="+preload, "HEAPLENS_DIR="+dir,
 		"HEAPLENS_RATE="+strconv.FormatUint(o.Rate, 10))

@@ -225,7 +225,8 @@ func sanitizerOutput(s string) string {
 // heaplens does not preload its library into it (before, ASan refused to
 // start, TSan crashed at pc 0 and LSan in the library's free), and its
 // capture says why it ran unprofiled. When a shell execs it, the library
-// it finds there restarts the process without itself. UBSan alone is
+// it finds there restarts the process without itself, with the
+// environment it had (ASAN_OPTIONS, set by the shell or not). UBSan alone is
 // profiled: its leak is in the capture to the byte.
 func TestSanitizerBuilds(t *testing.T) {
 	dir := t.TempDir()
@@ -266,15 +267,23 @@ func TestSanitizerBuilds(t *testing.T) {
 		})
 	}
 	// Exec'd by a shell, which is profiled: the library restarts them without itself.
-	script := fmt.Sprintf(`%s; echo "thread: $?"; %s; echo "leak: $?"`, bins["thread"], bins["leak"])
+	script := fmt.Sprintf(`%s; echo "thread: $?"; %s; echo "leak: $?"; %s; echo "address: $?"`, bins["thread"], bins["leak"], bins["address"])
 	bare := run(t, time.Minute, "sh", "-c", script)
-	if !strings.Contains(bare.stdout, "leak: 23") {
+	if !strings.Contains(bare.stdout, "leak: 23") || !strings.Contains(bare.stdout, "address: 1") {
 		t.Fatalf("the bare run is not as the test expects (exit %d, stdout %q):\n%s", bare.code, bare.stdout, bare.stderr)
 	}
 	capPath := filepath.Join(dir, "execd.hlc")
 	same(t, "sh -c under heaplens run -q", bare, run(t, time.Minute, heaplensBin(t), "run", "-q", "-o", capPath, "--", "sh", "-c", script))
 	n := notes(capPath)
-	for _, name := range []string{"ThreadSanitizer", "LeakSanitizer"} {
+	// ASAN_OPTIONS of the user's own reaches the ASan program as it was: no leak check, exit 0.
+	asan := []string{"ASAN_OPTIONS=detect_leaks=0"}
+	bare = runEnv(t, time.Minute, asan, "sh", "-c", script)
+	if !strings.Contains(bare.stdout, "address: 0") {
+		t.Fatalf("the bare run with ASAN_OPTIONS=detect_leaks=0 is not as the test expects (exit %d, stdout %q):\n%s", bare.code, bare.stdout, bare.stderr)
+	}
+	same(t, "sh -c under heaplens run -q, ASAN_OPTIONS=detect_leaks=0", bare,
+		runEnv(t, time.Minute, asan, heaplensBin(t), "run", "-q", "-o", filepath.Join(dir, "execd2.hlc"), "--", "sh", "-c", script))
+	for _, name := range []string{"ThreadSanitizer", "LeakSanitizer", "AddressSanitizer"} {
 		if !regexp.MustCompile(`process \d+ \(sanitized\) ran unprofiled: it is built with ` + name + `.*restarted`).MatchString(n) {
 			t.Errorf("the capture does not say that a process built with %s was restarted without the library; its notes:\n%s", name, n)
 		}
