@@ -157,6 +157,17 @@ func (c *Collector) Live() map[uint32]int {
 	return live
 }
 
+// RingBytes returns the bytes of stream's ring that its process has
+// backed, which count in its resident set though they are heaplens's.
+func (c *Collector) RingBytes(stream uint32) uint64 {
+	for _, s := range c.order {
+		if s.id == stream && s.r != nil && !s.ended {
+			return s.r.Backed()
+		}
+	}
+	return 0
+}
+
 // Marked returns the pids that said themselves why they run unprofiled.
 func (c *Collector) Marked() map[int]bool { return c.marked }
 

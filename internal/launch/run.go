@@ -254,7 +254,7 @@ func (p *poller) tick() (rssRound bool) {
 		p.err = p.col.Poll(false)
 	}
 	if p.err == nil && time.Since(p.lastRSS) >= rssEvery {
-		p.err = p.rss.sample(p.w, p.col.Live())
+		p.err = p.rss.sample(p.w, p.col.Live(), p.col.RingBytes)
 		p.lastRSS, rssRound = time.Now(), true
 	}
 	if p.err == nil && time.Since(p.lastResident) >= residentEvery {
