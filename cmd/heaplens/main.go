@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/heaplens/heaplens/internal/launch"
 	"github.com/heaplens/heaplens/internal/size"
@@ -37,6 +40,13 @@ Run "heaplens COMMAND -h" for the flags of a command.
 `
 
 func main() {
+	// Under an address-space limit the entry point could not lift (it
+	// needs CAP_SYS_RESOURCE), the heap grows more slowly: the runtime
+	// reserves address space in 64 MiB arenas and dies when it cannot.
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_AS, &lim) == nil && lim.Cur != unix.RLIM_INFINITY {
+		debug.SetMemoryLimit(int64(lim.Cur / 4))
+	}
 	os.Exit(realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
