@@ -133,6 +133,9 @@ func Run(o Options) (*Result, error) {
 	if err := start(cmd); err != nil {
 		return &Result{ExitCode: 126}, fmt.Errorf("%s: %w", o.Command[0], err)
 	}
+	if st, err := os.Stat(path); err == nil && st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+		restoreAS(cmd.Process.Pid) // the loader ignores LD_PRELOAD: no library to do it
+	}
 	out := o.Output
 	if out == "" {
 		out = fmt.Sprintf("heaplens-%s-%d.hlc", sanitize(filepath.Base(o.Command[0])), cmd.Process.Pid)
@@ -275,6 +278,15 @@ func command(o Options, path string) *exec.Cmd {
 	return cmd
 }
 
+// restoreAS gives process pid the address-space limit heaplens was started
+// with, which its entry point raised, when no library does it first: at
+// once, as the command starts.
+func restoreAS(pid int) {
+	if soft, hard, ok := sigstart.AddressSpace(); ok && soft != unix.RLIM_INFINITY {
+		unix.Prlimit(pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: soft, Max: hard}, nil)
+	}
+}
+
 // runUnprofiled runs the command as it is, without the library, and writes
 // a capture that says why (a Note), so that the run's warnings and every
 // report of it say so, and heaplens run -q stays silent.
@@ -285,10 +297,7 @@ func runUnprofiled(o Options, path, why string) (*Result, error) {
 	if err := start(cmd); err != nil {
 		return &Result{ExitCode: 126}, fmt.Errorf("%s: %w", o.Command[0], err)
 	}
-	if soft, hard, ok := sigstart.AddressSpace(); ok && soft != unix.RLIM_INFINITY {
-		// No library to give it back: at once, as the command starts.
-		unix.Prlimit(cmd.Process.Pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: soft, Max: hard}, nil)
-	}
+	restoreAS(cmd.Process.Pid) // no library to do it
 	out := o.Output
 	if out == "" {
 		out = fmt.Sprintf("heaplens-%s-%d.hlc", sanitize(filepath.Base(o.Command[0])), cmd.Process.Pid)
