@@ -405,9 +405,9 @@ func TestAddressSpaceLimit(t *testing.T) {
 // call once the filter goes in: the program runs as bare, its allocations
 // after the filter are all in the profile (--rate 1: to the byte, stacks
 // from libgcc's unwinder), and its fork child, which would need a ring,
-// runs unprofiled, as the run says; the ring, backed whole, is not counted
-// in the program's RSS. heaplens under a filter of its own (a
-// container's) profiles the program all the same.
+// and a program it execs run unprofiled, as the run says; the ring,
+// backed whole, is not counted in the program's RSS. heaplens under a
+// filter of its own (a container's) profiles the program all the same.
 func TestSeccompSandbox(t *testing.T) {
 	dir := t.TempDir()
 	bin := build(t, dir, "sandbox.c")
@@ -442,6 +442,25 @@ func TestSeccompSandbox(t *testing.T) {
 			}
 		})
 	}
+	// Exec'd under the program's filter: the library makes no ring (its
+	// system calls would kill the process), the process runs as bare and
+	// the run says why. (A copy: an image of the same file is not told apart.)
+	cp := filepath.Join(dir, "sandbox-execd")
+	if b, err := os.ReadFile(bin); err != nil || os.WriteFile(cp, b, 0o755) != nil {
+		t.Fatalf("copying %s: %v", bin, err)
+	}
+	bare := run(t, time.Minute, bin, "exec", cp)
+	if bare.code != 0 || bare.stdout != "execd kept\n" {
+		t.Fatalf("the bare run fails under its own filter: exit %d, stdout %q\n%s", bare.code, bare.stdout, bare.stderr)
+	}
+	execd := run(t, time.Minute, heaplensBin(t), "run", "--rate", "1", "-o", filepath.Join(dir, "exec.hlc"), "--", bin, "exec", cp)
+	if execd.code != 0 || execd.stdout != bare.stdout {
+		t.Errorf("exec'd under the filter: exit %d, stdout %q; bare: %q\n%s", execd.code, execd.stdout, bare.stdout, execd.stderr)
+	}
+	if !regexp.MustCompile(`pid \d+ \(\S*sandbox-execd\) ran unprofiled: it runs under a seccomp filter`).MatchString(execd.stderr) {
+		t.Errorf("the image exec'd under the filter is not noted as unprofiled:\n%s", execd.stderr)
+	}
+
 	// heaplens itself under a filter, as everything in a container is: that
 	// one is not the program's, which is profiled as ever.
 	capPath := filepath.Join(dir, "container.hlc")
