@@ -312,7 +312,7 @@ func TestSanitizerBuilds(t *testing.T) {
 // was started with; below 3 GiB it runs the command unprofiled, saying so
 // unless -q. Set inside the command, the limit is the program's, which its
 // ring (16 MiB) counted against: the ring takes 1/256 of a finite limit,
-// and the run says so. Each case runs in a mount namespace with a /dev/shm
+// and the run says so; under 16 MiB there is none, and the run says why. Each case runs in a mount namespace with a /dev/shm
 // of its own, to see what is left in it.
 func TestAddressSpaceLimit(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -391,8 +391,24 @@ func TestAddressSpaceLimit(t *testing.T) {
 			}
 		})
 	}
+	// A limit too small for even the smallest ring (64 KiB at 1/256 of it):
+	// the process runs unprofiled, as bare, and the run says why.
+	exitWith := build(t, dir, "exit_with.c")
+	tiny := "ulimit -v 8000; exec " + exitWith + " 3"
+	bare := run(t, time.Minute, "bash", "-c", tiny)
+	if bare.code != 3 {
+		t.Fatalf("exit_with under an 8000 KiB limit: exit %d, stdout %q\n%s", bare.code, bare.stdout, bare.stderr)
+	}
+	res := run(t, time.Minute, hl, "run", "-o", filepath.Join(dir, "tiny.hlc"), "--", "bash", "-c", tiny)
+	if res.code != bare.code || res.stdout != bare.stdout {
+		t.Errorf("under an 8000 KiB limit: exit %d, stdout %q; bare: exit %d, stdout %q", res.code, res.stdout, bare.code, bare.stdout)
+	}
+	if !strings.Contains(res.stderr, "(exit_with) ran unprofiled: its address-space limit (RLIMIT_AS, ulimit -v) of 8000 KiB leaves no room") {
+		t.Errorf("the run does not say why exit_with ran unprofiled:\n%s", res.stderr)
+	}
+
 	// Not quiet, the unprofiled run says why.
-	res := inShm(fmt.Sprintf("ulimit -v %d; ", base+3*128<<10+64<<10) + hl + " run -o " + filepath.Join(dir, "loud.hlc") + " -- " + py + " " + script)
+	res = inShm(fmt.Sprintf("ulimit -v %d; ", base+3*128<<10+64<<10) + hl + " run -o " + filepath.Join(dir, "loud.hlc") + " -- " + py + " " + script)
 	if !strings.Contains(res.stderr, "heaplens: the address-space limit (ulimit -v) leaves heaplens too little room to run") {
 		t.Errorf("the run does not say why the command ran unprofiled:\n%s", res.stderr)
 	}
