@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 
 #include "internal.h"
 
@@ -128,6 +129,10 @@ static void resolve_real(void)
 {
 	if (__atomic_exchange_n(&resolving, 1, __ATOMIC_ACQ_REL))
 		return;
+#ifndef HEAPLENS_HARNESS
+	g.sanitized = sanitizer_restart() != 0;
+	seccomp_read(); /* the mode this process started with (seccomp.c) */
+#endif
 	struct hl_real found;
 #define FIND(name, ret, params)                                    \
 	*(void **)&found.name = dlsym(RTLD_NEXT, #name);            \
@@ -194,11 +199,21 @@ static uint64_t env_u64(const char *name, uint64_t lo, uint64_t hi, uint64_t dfl
 	return parse_num(getenv(name), &v) && v >= lo && v <= hi ? v : dflt;
 }
 
-/* An absolute path short enough for our names under it, else NULL: the library stays inert. */
+/*
+ * A copy of HEAPLENS_DIR if it is an absolute path short enough for our
+ * names under it, else NULL: the library stays inert. A copy, because a
+ * program may write over its environment block (setproctitle, as nginx
+ * and sshd do) while the ring and unwind-table paths are still to come.
+ */
 static const char *env_dir(void)
 {
+	static char dir[MAX_DIR + 1];
 	const char *d = getenv("HEAPLENS_DIR");
-	return d && d[0] == '/' && strnlen(d, MAX_DIR + 1) <= MAX_DIR ? d : NULL;
+	size_t n = d ? strnlen(d, MAX_DIR + 1) : 0;
+	if (!d || d[0] != '/' || n > MAX_DIR)
+		return NULL;
+	memcpy(dir, d, n + 1);
+	return dir;
 }
 
 void init_global(void)
@@ -213,19 +228,26 @@ void init_global(void)
 	g.rate = env_u64("HEAPLENS_RATE", 1, MAX_RATE, 512 << 10);
 	g.inv_log_keep = g.rate > 1 ? -1.0 / log1p(-1.0 / (double)g.rate) : 0;
 	g.seeded = parse_num(getenv("HEAPLENS_SEED"), &g.seed);
-	if (!g.seeded && getrandom(&g.seed, sizeof g.seed, GRND_NONBLOCK) != sizeof g.seed)
-		g.seed = (uint64_t)now_ns(CLOCK_MONOTONIC) ^ (uint64_t)getpid();
 	g.want_size = env_u64("HEAPLENS_RING_SIZE", MIN_RING, MAX_RING, DEFAULT_RING);
 	if (g.want_size & (g.want_size - 1))
 		g.want_size = DEFAULT_RING;
 	/* --no-follow: only the agent's own child (before and after an exec) is profiled. */
 	g.follow = (int)env_u64("HEAPLENS_FOLLOW", 0, 1, 1); /* 0 or 1 */
 	uint64_t agent = env_u64("HEAPLENS_AGENT_PID", 1, INT32_MAX, 0);
+	limits_restore(agent);
 	g.unwind_check = (int)env_u64("HEAPLENS_UNWIND_CHECK", 0, 1, 0);
+#ifndef HEAPLENS_HARNESS
+	if (seccomp_inherited()) /* no new system calls: no ring (seccomp.c) */
+		SET_RELAXED(g.sandboxed, 1);
+#endif
+	/* The system call itself: a sanitizer's getrandom may not be set up yet; none under a filter. */
+	if (!g.seeded && (RELAXED(g.sandboxed) ||
+			  syscall(SYS_getrandom, &g.seed, sizeof g.seed, GRND_NONBLOCK) != (long)sizeof g.seed))
+		g.seed = (uint64_t)now_ns(CLOCK_MONOTONIC) ^ (uint64_t)getpid();
 	g.find_object = (int (*)(void *, struct dl_find_object *))dlsym(RTLD_DEFAULT, "_dl_find_object");
 	find_allocator();
 	heapstats_init();
-	if (g.dir && (g.follow || (uint64_t)getppid() == agent)) {
+	if (g.dir && !g.sanitized && !RELAXED(g.sandboxed) && (g.follow || (uint64_t)getppid() == agent)) {
 		ring_create(0, 0, 0);
 		SET_RELAXED(g.active, g.ring != NULL);
 	}
@@ -272,6 +294,12 @@ void hl_atfork_child(void)
 	struct hl_ring_header *parent = g.ring;
 	if (!parent)
 		return;
+	if (RELAXED(g.sandboxed)) { /* under a seccomp filter: no ring, not even munmap (seccomp.c) */
+		g.ring = NULL;
+		g.active = 0;
+		tls.remaining = IDLE_GAP, tls.owed = 0;
+		return;
+	}
 	int64_t ppid = parent->pid;
 	uint32_t attached = parent->flags & HL_FLAG_ATTACHED;
 	uint32_t pseq = g.seq;

@@ -150,13 +150,6 @@ struct scratch *scratch_get(void); /* NULL: none can be had, the sample is dropp
 #endif
 extern _Thread_local struct tls tls __asm__("heaplens_tls") __attribute__((tls_model(HL_TLS_MODEL)));
 
-static inline uint32_t tid(void)
-{
-	if (unlikely(!tls.tid))
-		tls.tid = (uint32_t)syscall(SYS_gettid);
-	return tls.tid;
-}
-
 /* SplitMix64: a seed to a well-mixed 64-bit value, advancing the seed. */
 static inline uint64_t splitmix(uint64_t *s)
 {
@@ -240,8 +233,18 @@ struct hl_global {
 	uintptr_t alloc_lo, alloc_hi;
 	uint32_t alloc_flags; /* HL_ALLOCATOR_* */
 	char alloc_path[256];
+	int sanitized; /* a sanitizer runtime owns the allocator, and the restart without us failed: inert */
+	int sandboxed; /* a seccomp filter may be in force: no new system calls (seccomp.c) */
 };
 extern struct hl_global g;
+
+/* 0 for a thread that first asks under a seccomp filter: no new system call then (seccomp.c). */
+static inline uint32_t tid(void)
+{
+	if (unlikely(!tls.tid) && !RELAXED(g.sandboxed))
+		tls.tid = (uint32_t)syscall(SYS_gettid);
+	return tls.tid;
+}
 
 int sample_slow(size_t n);
 void heapstats_init(void);
@@ -323,11 +326,33 @@ void init_global(void);
 void hl_atfork_child(void); /* a fork child's own ring */
 void find_allocator(void); /* where real.malloc lives; at start-up only (dlsym, dl_iterate_phdr) */
 
+/*
+ * sanitizer.c: with a sanitizer runtime loaded, restarts the process
+ * without us (returns only if that failed: the kind of runtime) or
+ * returns 0. The marker unprofiled.<pid>.<HL_UNPROFILED_SANITIZER + kind>
+ * tells the agent (internal/collect/notes.go).
+ */
+#define HL_UNPROFILED_SANITIZER 4096
+int sanitizer_restart(void);
+
+/*
+ * limits.c: the address-space limit. HL_UNPROFILED_ASLIMIT in a marker:
+ * the limit (its bytes field) leaves no room for the smallest ring.
+ */
+#define HL_UNPROFILED_ASLIMIT 4200
+void limits_restore(uint64_t agent); /* HEAPLENS_RLIMIT_AS, in the agent's child */
+uint64_t limits_ring(uint64_t want); /* the ring size the limit allows, 0 for none */
+
+/* seccomp.c: prctl and syscall wrapped; a filter inherited across exec */
+int seccomp_read(void);      /* at start: the mode (0 none), noted for seccomp_inherited */
+int seccomp_inherited(void); /* started under a filter of the program's */
+
 /* ring.c */
 char *put_name(char *q, const char *name); /* g.dir + "/" + name */
 void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq);
 void count_drop(uint64_t *field);
 void ring_remove(const struct hl_ring_header *h);
+void ring_back_all(void); /* the whole ring, now: no madvise once a seccomp filter is in */
 void on_exit_mark(int status, void *arg);
 
 /* modules.c */

@@ -106,6 +106,8 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
 		return 0;
 	struct module *m = &g.mod[g.nmod];
 	memset(m, 0, sizeof *m);
+	if (RELAXED(g.sandboxed)) /* under a seccomp filter: no table to map (seccomp.c) */
+		m->tab_state = TAB_NONE;
 	m->bias = info->dlpi_addr;
 	m->path_off = g.pool_used;
 	m->path_len = (uint32_t)plen;

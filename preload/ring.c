@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include "heaplens.h"
 #include "internal.h"
@@ -68,7 +69,7 @@ static int extend(struct hl_ring_header *h, uint64_t b, uint64_t to)
 static COLD uint64_t grow(struct hl_ring_header *h, uint64_t need)
 {
 	uint64_t b = __atomic_load_n(&h->backed, __ATOMIC_ACQUIRE), to = b;
-	if (RELAXED(g.stopped) || (need <= b && RELAXED(g.growing)))
+	if (RELAXED(g.stopped) || RELAXED(g.sandboxed) || (need <= b && RELAXED(g.growing)))
 		return b;
 	if (__atomic_exchange_n(&g.growing, 1, __ATOMIC_ACQUIRE)) {
 		uint64_t want = (need + FIRST_CHUNK - 1) & ~(uint64_t)(FIRST_CHUNK - 1);
@@ -84,6 +85,22 @@ static COLD uint64_t grow(struct hl_ring_header *h, uint64_t need)
 	__atomic_store_n(&g.grow_at, grow_at(__atomic_load_n(&h->backed, __ATOMIC_ACQUIRE)), __ATOMIC_RELEASE);
 	__atomic_store_n(&g.growing, 0, __ATOMIC_RELEASE);
 	return __atomic_load_n(&h->backed, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Backs the rest of the ring at once: a seccomp filter goes in, after which
+ * no madvise may come. Beside a thread growing it (extend takes backed up
+ * only); a failure stops the backing as in grow.
+ */
+void ring_back_all(void)
+{
+	struct hl_ring_header *h = ring_now();
+	if (!h || RELAXED(g.stopped))
+		return;
+	uint64_t b = __atomic_load_n(&h->backed, __ATOMIC_ACQUIRE);
+	if (b < g.ring_size)
+		extend(h, b, g.ring_size);
+	__atomic_store_n(&g.grow_at, grow_at(__atomic_load_n(&h->backed, __ATOMIC_ACQUIRE)), __ATOMIC_RELEASE);
 }
 
 /*
@@ -223,7 +240,8 @@ static int back(int fd, uint64_t bytes)
 }
 
 /*
- * Creates HEAPLENS_DIR/ring.<pid>.<seq> of g.want_size data bytes, backing
+ * Creates HEAPLENS_DIR/ring.<pid>.<seq> of g.want_size data bytes (fewer
+ * under an address-space limit: limits.c), backing
  * only the header and the first FIRST_CHUNK bytes now (backing it all cost
  * milliseconds and megabytes per process image); ring_reserve backs the rest
  * as the ring fills. When not even the first chunk can be backed it leaves
@@ -235,14 +253,21 @@ void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 {
 	char tmp[4096], path[4096];
 	int64_t pid = getpid();
+	uint64_t size = limits_ring(g.want_size);
+	if (!size) {
+		struct rlimit r;
+		getrlimit(RLIMIT_AS, &r);
+		mark_unprofiled(HL_UNPROFILED_ASLIMIT, r.rlim_cur);
+		return;
+	}
 	*put_num(put_name(tmp, "new."), (uint64_t)pid) = 0;
 	unlink(tmp); /* left by an earlier image of this pid, killed while it made its ring */
 	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		mark_unprofiled(errno, g.want_size);
+		mark_unprofiled(errno, size);
 		return;
 	}
-	uint64_t size = g.want_size, first = size < FIRST_CHUNK ? size : FIRST_CHUNK;
+	uint64_t first = size < FIRST_CHUNK ? size : FIRST_CHUNK;
 	int err = ftruncate(fd, (off_t)(HL_RING_HEADER_SIZE + size)) ? errno : back(fd, HL_RING_HEADER_SIZE + first);
 	void *m = err ? MAP_FAILED : mmap(NULL, HL_RING_HEADER_SIZE + size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED && !err)
@@ -261,7 +286,7 @@ void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 	close(fd);
 	if (m == MAP_FAILED) {
 		unlink(tmp);
-		mark_unprofiled(err, g.want_size);
+		mark_unprofiled(err, size);
 		return;
 	}
 	struct hl_ring_header *h = m;
@@ -301,7 +326,7 @@ void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 	unlink(tmp);
 	if (err) {
 		munmap(m, HL_RING_HEADER_SIZE + size);
-		mark_unprofiled(err, g.want_size);
+		mark_unprofiled(err, size);
 		return;
 	}
 	/* Only now: attached, a late writer of an earlier session may still use these. */

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/heaplens/heaplens/internal/launch"
 	"github.com/heaplens/heaplens/internal/size"
@@ -37,6 +40,13 @@ Run "heaplens COMMAND -h" for the flags of a command.
 `
 
 func main() {
+	// Under an address-space limit the entry point could not lift (it
+	// needs CAP_SYS_RESOURCE), the heap grows more slowly: the runtime
+	// reserves address space in 64 MiB arenas and dies when it cannot.
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_AS, &lim) == nil && lim.Cur != unix.RLIM_INFINITY {
+		debug.SetMemoryLimit(int64(lim.Cur / 4))
+	}
 	os.Exit(realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -101,7 +111,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.NoFollow, "no-follow", false, "profile the command's own process only, not the processes it starts")
 	fs.BoolVar(&o.NoPython, "no-python", false, "record native frames only: no Python frames, no PyMem hooks")
 	fs.BoolVar(&o.NativePythonInternals, "native-python-internals", false, "keep the interpreter's own native frames between Python frames")
-	quiet := fs.Bool("q", false, "no summary at exit")
+	quiet := fs.Bool("q", false, "quiet: no summary and no warnings (they are in the capture's notes)")
 	live := fs.Bool("live", false, "serve the web UI while the command runs (the URL is printed on standard error)")
 	liveAddr := fs.String("live-addr", "127.0.0.1:0", "address of the --live web UI (port 0 picks a free port)")
 	liveWait := fs.Bool("live-wait", false, "with --live, keep serving after the command ends, until interrupted")
@@ -157,8 +167,12 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return res.ExitCode
 	}
+	// -q: nothing of heaplens's on the command's standard error but an error
+	// that cost the capture; the warnings are in the capture, as notes.
 	for _, w := range res.Warnings {
-		fmt.Fprintf(stderr, "heaplens: warning: %s\n", w)
+		if !*quiet {
+			fmt.Fprintf(stderr, "heaplens: warning: %s\n", w)
+		}
 	}
 	if res.Capture != "" && !*quiet {
 		if err := printSummary(stderr, res.Capture, res.Status, o.Command, seen); err != nil {

@@ -41,7 +41,11 @@ type Collector struct {
 	lines       map[symKey][]capture.Line
 	exits       map[int]syscall.WaitStatus
 	awaited     map[int]bool // pids whose end the agent learns by waiting
+	marked      map[int]bool // pids that said why they run unprofiled (unprofiledMarker)
 	root        int          // the first pid awaited: the command heaplens runs
+	// RingSize is the ring each process asked for (heaplens run); a
+	// smaller one was cut to fit an address-space limit, and is noted.
+	RingSize uint64
 	// unwindCheck: HEAPLENS_UNWIND_CHECK=1, the unwind counts of every process are reported.
 	unwindCheck bool
 	warnings    []string
@@ -126,6 +130,7 @@ func New(dir, self string, w *capture.Writer) *Collector {
 		lines:    map[symKey][]capture.Line{},
 		exits:    map[int]syscall.WaitStatus{},
 		awaited:  map[int]bool{},
+		marked:   map[int]bool{},
 		// The library's check mode: the target inherits the variable.
 		unwindCheck: os.Getenv("HEAPLENS_UNWIND_CHECK") == "1",
 	}
@@ -155,6 +160,20 @@ func (c *Collector) Live() map[uint32]int {
 	}
 	return live
 }
+
+// RingBytes returns the bytes of stream's ring that its process has
+// backed, which count in its resident set though they are heaplens's.
+func (c *Collector) RingBytes(stream uint32) uint64 {
+	for _, s := range c.order {
+		if s.id == stream && s.r != nil && !s.ended {
+			return s.r.Backed()
+		}
+	}
+	return 0
+}
+
+// Marked returns the pids that said themselves why they run unprofiled.
+func (c *Collector) Marked() map[int]bool { return c.marked }
 
 // Images returns, for each process with a running stream, the executable
 // of its newest image.

@@ -37,10 +37,38 @@ func (c *Collector) unprofiledMarker(name string) bool {
 	if err1 != nil || err2 != nil || err3 != nil {
 		return true
 	}
+	if c.marked == nil {
+		c.marked = map[int]bool{}
+	}
+	c.marked[pid] = true
+	if errno > sanitizerMarker && errno <= sanitizerMarker+uint64(len(sanitizers)) {
+		c.note("process %d (%s) ran unprofiled: it is built with %s, whose runtime owns the allocator and must come first; "+
+			"it was restarted as it was started, without heaplens's library", pid, f[3], sanitizers[errno-sanitizerMarker-1])
+		return true
+	}
+	if errno == asLimitMarker {
+		c.note("process %d (%s) ran unprofiled: its address-space limit (RLIMIT_AS, ulimit -v) of %s leaves no room for even the smallest ring (%s at 1/256 of it)",
+			pid, f[3], size.FormatSize(bytes), size.FormatSize(64<<10))
+		return true
+	}
 	c.note("process %d (%s) ran unprofiled: could not back even the start of a ring of %s in %s: %v",
 		pid, f[3], size.FormatSize(bytes), c.dir, unix.Errno(errno))
 	return true
 }
+
+// asLimitMarker, in place of an errno, is the marker of a process whose
+// address-space limit (its bytes field) leaves no room for a ring
+// (preload/limits.c, HL_UNPROFILED_ASLIMIT).
+const asLimitMarker = 4200
+
+// sanitizerMarker + kind, in place of an errno, is the marker of a process
+// that found a sanitizer runtime in itself and restarted without the
+// library (preload/sanitizer.c, HL_UNPROFILED_SANITIZER); kind is 1-based
+// in sanitizers, the order of its runtimes.
+const sanitizerMarker = 4096
+
+var sanitizers = []string{"AddressSanitizer", "ThreadSanitizer", "LeakSanitizer", "MemorySanitizer", "HWAddressSanitizer",
+	"AddressSanitizer", "ThreadSanitizer", "LeakSanitizer", "MemorySanitizer", "HWAddressSanitizer"}
 
 func command(h ring.Header) string {
 	if len(h.Cmdline) > 0 {
@@ -51,6 +79,10 @@ func command(h ring.Header) string {
 
 // ringNotes warns about a ring the library had to compromise on.
 func (c *Collector) ringNotes(h ring.Header) {
+	if c.RingSize != 0 && h.DataSize < c.RingSize && !h.Attached {
+		c.warn("processes under an address-space limit (RLIMIT_AS, ulimit -v) had rings of %s, not %s, as a ring counts against that limit: "+
+			"they may have dropped more records", size.FormatSize(h.DataSize), size.FormatSize(c.RingSize))
+	}
 	if h.NoUnwind {
 		c.note("process %d (%s) was forked while another thread was unwinding: its samples have no native frames, as the unwinder's locks may stay held in it",
 			h.PID, command(h))

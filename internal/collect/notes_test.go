@@ -19,6 +19,7 @@ func TestUnprofiledMarkers(t *testing.T) {
 	}{
 		{"unprofiled.1234.28.16777216.my.prog", true, "process 1234 (my.prog) ran unprofiled: could not back even the start of a ring of 16 MiB in " + dir + ": no space left on device"},
 		{"unprofiled.77.13.65536.", true, "process 77 () ran unprofiled: could not back even the start of a ring of 64 KiB in " + dir + ": permission denied"},
+		{"unprofiled.4242.4098.0.tsan_prog", true, "process 4242 (tsan_prog) ran unprofiled: it is built with ThreadSanitizer, whose runtime owns the allocator and must come first; it was restarted as it was started, without heaplens's library"},
 		{"unprofiled.x.28.1.p", true, ""},
 		{"unprofiled.1.99999999.1.p", true, ""},
 		{"unprofiled.", true, ""},

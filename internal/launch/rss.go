@@ -23,7 +23,9 @@ func newRSSSampler() *rssSampler {
 
 // sample reads the RSS of each live stream's process and writes one record
 // each, all stamped with the same time. Processes already gone are skipped.
-func (s *rssSampler) sample(w *capture.Writer, live map[uint32]int) error {
+// The backed part of a stream's ring (ring(stream)) is resident in its
+// process but heaplens's, not the program's: it is left out.
+func (s *rssSampler) sample(w *capture.Writer, live map[uint32]int, ring func(stream uint32) uint64) error {
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	now := ts.Nano()
@@ -32,6 +34,9 @@ func (s *rssSampler) sample(w *capture.Writer, live map[uint32]int) error {
 		b, ok := s.read(pid)
 		if !ok {
 			continue
+		}
+		if r := ring(stream); r < b {
+			b -= r
 		}
 		sum += b
 		if err := w.RSS(&capture.RSS{Stream: stream, TimeNano: now, Bytes: b}); err != nil {

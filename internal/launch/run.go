@@ -16,7 +16,9 @@ import (
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/collect"
 	"github.com/heaplens/heaplens/internal/privdir"
+	"github.com/heaplens/heaplens/internal/sigstart"
 	"github.com/heaplens/heaplens/internal/size"
+	"golang.org/x/sys/unix"
 )
 
 // Options configure one profiled run.
@@ -65,6 +67,8 @@ const (
 	// tenth of a second, faster than the agent can name new stacks, and a
 	// 16 MiB ring drops a third of them. The ring is backed only as it fills.
 	ExactRingSize = 64 << 20
+	// DefaultRingSize is the library's own default.
+	DefaultRingSize = 16 << 20
 )
 
 // CheckRingSize says what is wrong with a ring size.
@@ -107,8 +111,10 @@ func Run(o Options) (*Result, error) {
 		return &Result{ExitCode: 127}, err
 	}
 	if err := CheckDynamic(path); errors.Is(err, ErrStatic) {
-		fmt.Fprintf(o.Log, "heaplens: %s is statically linked: LD_PRELOAD cannot reach its allocator, so it cannot be profiled; running it without profiling\n", o.Command[0])
-		return runPlain(o, path)
+		return runUnprofiled(o, path, fmt.Sprintf("%s is statically linked: LD_PRELOAD cannot reach its allocator, so it ran unprofiled", o.Command[0]))
+	}
+	if name, rt := sanitizerIn(path, os.Environ()); name != "" {
+		return runUnprofiled(o, path, sanitizerWhy(o.Command[0], name, rt))
 	}
 	lib, err := LibraryPath()
 	if err != nil {
@@ -126,6 +132,9 @@ func Run(o Options) (*Result, error) {
 	defer signal.Stop(signals)
 	if err := start(cmd); err != nil {
 		return &Result{ExitCode: 126}, fmt.Errorf("%s: %w", o.Command[0], err)
+	}
+	if st, err := os.Stat(path); err == nil && st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+		restoreAS(cmd.Process.Pid) // the loader ignores LD_PRELOAD: no library to do it
 	}
 	out := o.Output
 	if out == "" {
@@ -148,6 +157,13 @@ func Run(o Options) (*Result, error) {
 		o.Started(out)
 	}
 	col := collect.New(dir, lib, w)
+	col.RingSize = o.RingSize
+	if col.RingSize == 0 {
+		col.RingSize = DefaultRingSize
+		if o.Rate == 1 {
+			col.RingSize = ExactRingSize
+		}
+	}
 	col.BuildUnwindTables()
 	col.NativePythonInternals = o.NativePythonInternals
 	defer col.Close()
@@ -162,7 +178,7 @@ func Run(o Options) (*Result, error) {
 	p := newPoller(col, w)
 	var watch *unprofiled
 	if !o.NoFollow { // without following, children are unprofiled by request
-		watch = newUnprofiled(cmd.Process.Pid, lib)
+		watch = newUnprofiled(cmd.Process.Pid, lib, dir)
 	}
 loop:
 	for {
@@ -175,7 +191,7 @@ loop:
 			every = min(2*every, pollEvery)
 			tick.Reset(every)
 			if p.tick() && watch != nil {
-				notes, execd := watch.scan(col.Images())
+				notes, execd := watch.scan(col.Images(), col.Marked())
 				for _, n := range notes {
 					col.Warn(n)
 				}
@@ -241,7 +257,7 @@ func (p *poller) tick() (rssRound bool) {
 		p.err = p.col.Poll(false)
 	}
 	if p.err == nil && time.Since(p.lastRSS) >= rssEvery {
-		p.err = p.rss.sample(p.w, p.col.Live())
+		p.err = p.rss.sample(p.w, p.col.Live(), p.col.RingBytes)
 		p.lastRSS, rssRound = time.Now(), true
 	}
 	if p.err == nil && time.Since(p.lastResident) >= residentEvery {
@@ -262,14 +278,50 @@ func command(o Options, path string) *exec.Cmd {
 	return cmd
 }
 
-func runPlain(o Options, path string) (*Result, error) {
+// restoreAS gives process pid the address-space limit heaplens was started
+// with, which its entry point raised, when no library does it first: at
+// once, as the command starts.
+func restoreAS(pid int) {
+	if soft, hard, ok := sigstart.AddressSpace(); ok && soft != unix.RLIM_INFINITY {
+		unix.Prlimit(pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: soft, Max: hard}, nil)
+	}
+}
+
+// runUnprofiled runs the command as it is, without the library, and writes
+// a capture that says why (a Note), so that the run's warnings and every
+// report of it say so, and heaplens run -q stays silent.
+func runUnprofiled(o Options, path, why string) (*Result, error) {
 	cmd := command(o, path)
 	signals := catchSignals()
 	defer signal.Stop(signals)
 	if err := start(cmd); err != nil {
 		return &Result{ExitCode: 126}, fmt.Errorf("%s: %w", o.Command[0], err)
 	}
-	return wait(cmd, signals), nil
+	restoreAS(cmd.Process.Pid) // no library to do it
+	out := o.Output
+	if out == "" {
+		out = fmt.Sprintf("heaplens-%s-%d.hlc", sanitize(filepath.Base(o.Command[0])), cmd.Process.Pid)
+	}
+	var w *capture.Writer
+	f, err := privdir.CreateFile(out, 0o600)
+	if err == nil {
+		defer f.Close()
+		if w, err = newCapture(f, capture.Meta{HeaplensVersion: o.Version, Rate: o.Rate, Command: o.Command}, o.Observer); err == nil {
+			err = w.Note(&capture.Note{Text: why})
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(o.Log, "heaplens: cannot write the capture: %v\n", err)
+	}
+	res := wait(cmd, signals)
+	res.Warnings = []string{why}
+	if w != nil {
+		if err := w.Close(); err != nil {
+			return res, fmt.Errorf("writing the capture: %w", err)
+		}
+		res.Capture = out
+	}
+	return res, nil
 }
 
 // wait waits for the command, forwarding signals when given a channel.
@@ -324,7 +376,7 @@ const maxDirLen = 4000
 
 func profiledEnv(env []string, lib, dir string, o Options) []string {
 	out := env[:0:0]
-	preload := lib
+	preload, asan := lib, ""
 	for _, kv := range env {
 		switch {
 		case strings.HasPrefix(kv, "LD_PRELOAD="):
@@ -332,9 +384,20 @@ func profiledEnv(env []string, lib, dir string, o Options) []string {
 				preload = lib + ":" + old
 			}
 		case strings.HasPrefix(kv, "HEAPLENS_"):
+		case strings.HasPrefix(kv, "ASAN_OPTIONS="):
+			asan = kv
 		default:
 			out = append(out, kv)
 		}
+	}
+	// ASan checks that its runtime is the first library, which it is not
+	// behind the library: turned off, so that an ASan program the command
+	// execs starts, finds the library and restarts itself without it, with
+	// ASAN_OPTIONS as it was (preload/sanitizer.c).
+	if old, ok := strings.CutPrefix(asan, "ASAN_OPTIONS="); ok {
+		out = append(out, "ASAN_OPTIONS="+strings.TrimLeft(old+":", ":")+"verify_asan_link_order=0", "HEAPLENS_ASAN_OPTIONS=1"+old)
+	} else {
+		out = append(out, "ASAN_OPTIONS=verify_asan_link_order=0", "HEAPLENS_ASAN_OPTIONS=0")
 	}
 	out = append(out, "LD_PRELOAD="+preload, "HEAPLENS_DIR="+dir,
 		"HEAPLENS_RATE="+strconv.FormatUint(o.Rate, 10))
@@ -352,6 +415,15 @@ func profiledEnv(env []string, lib, dir string, o Options) []string {
 	}
 	if o.NoPython {
 		out = append(out, "HEAPLENS_PYTHON=0")
+	}
+	if soft, hard, ok := sigstart.AddressSpace(); ok && soft != unix.RLIM_INFINITY {
+		// The limit heaplens was started with, raised for itself at entry:
+		// the library gives it back to the command before the program runs.
+		out = append(out, fmt.Sprintf("HEAPLENS_RLIMIT_AS=%d %d", soft, hard))
+	}
+	if mode, filters, ok := seccompOf("self"); ok {
+		// The agent's own (a container's): the library takes only more as the program's.
+		out = append(out, fmt.Sprintf("HEAPLENS_SECCOMP=%s %s", mode, filters))
 	}
 	out = append(out, "HEAPLENS_AGENT_PID="+strconv.Itoa(os.Getpid()))
 	if o.NoFollow {

@@ -19,6 +19,7 @@ import (
 type unprofiled struct {
 	root int
 	lib  string
+	dir  string // the rings' directory, which HEAPLENS_DIR names
 	// rounds counts the consecutive rounds an image was seen unprofiled;
 	// -1 once it has been reported.
 	rounds map[image]int
@@ -41,21 +42,22 @@ type image struct {
 	exe string
 }
 
-func newUnprofiled(root int, lib string) *unprofiled {
+func newUnprofiled(root int, lib, dir string) *unprofiled {
 	self, _ := os.Executable()
-	return &unprofiled{root: root, lib: lib, rounds: map[image]int{}, self: self}
+	return &unprofiled{root: root, lib: lib, dir: dir, rounds: map[image]int{}, self: self}
 }
 
 // scan looks at every process of the tree and returns a note for each image
 // seen without a ring for two rounds in a row, and the pids among those
 // whose ring belongs to an image they exec'd away from. profiled maps the
-// pids that have a ring to the executable of their newest image.
-func (u *unprofiled) scan(profiled map[int]string) (notes []string, execd []int) {
+// pids that have a ring to the executable of their newest image; marked
+// holds those that said themselves why they have none.
+func (u *unprofiled) scan(profiled map[int]string, marked map[int]bool) (notes []string, execd []int) {
 	now := map[image]bool{}
 	for _, pid := range u.tree() {
 		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-		if err != nil || profiled[pid] == exe || exe == u.self {
-			continue // gone, a zombie, profiled, or heaplens itself
+		if err != nil || profiled[pid] == exe || exe == u.self || marked[pid] {
+			continue // gone, a zombie, profiled, heaplens itself, or it said why not
 		}
 		im := image{pid, exe}
 		now[im] = true
@@ -67,7 +69,7 @@ func (u *unprofiled) scan(profiled map[int]string) (notes []string, execd []int)
 			u.rounds[im] = n
 			continue
 		}
-		why, loaded := whyUnprofiled(pid, u.lib)
+		why, loaded := whyUnprofiled(pid, u.lib, u.dir)
 		if loaded && n < 10 { // the library is in: its ring may just be late on a loaded machine
 			u.rounds[im] = n
 			continue
@@ -158,8 +160,9 @@ func parentOf(pid int) (int, bool) {
 
 // whyUnprofiled says why the library is not in process pid, as far as the
 // program file, the process's environment and its mappings tell; loaded
-// when the library is mapped in it (it runs, without a ring).
-func whyUnprofiled(pid int, lib string) (why string, loaded bool) {
+// when the library is mapped in it (it runs, without a ring). dir is the
+// rings' directory.
+func whyUnprofiled(pid int, lib, dir string) (why string, loaded bool) {
 	exe := fmt.Sprintf("/proc/%d/exe", pid)
 	if err := CheckDynamic(exe); errors.Is(err, ErrStatic) {
 		return "it is statically linked, and LD_PRELOAD cannot reach its allocator", false
@@ -170,17 +173,60 @@ func whyUnprofiled(pid int, lib string) (why string, loaded bool) {
 	if _, err := unix.Getxattr(exe, "security.capability", nil); err == nil {
 		return "it has file capabilities, for which the loader ignores LD_PRELOAD", false
 	}
-	if maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid)); err == nil && bytes.Contains(maps, []byte(lib)) {
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if maps, merr := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid)); merr == nil && bytes.Contains(maps, []byte(lib)) {
 		if uid := processUID(pid); uid >= 0 && uid != os.Getuid() {
 			return fmt.Sprintf("it loaded the library but runs as uid %d, which cannot write heaplens's rings", uid), true
 		}
+		if seccompFiltered(pid) {
+			return "it runs under a seccomp filter (the program's, installed before this process or image began), " +
+				"under which the library makes no system call it had not made, so no ring", false
+		}
+		// The environment it started with (a program that retitles itself
+		// writes over it later, which matters not: the library copied its
+		// settings at start). Without the setting no ring can come: no
+		// waiting for a late one (false).
+		if err == nil && !bytes.Contains(env, []byte("\x00HEAPLENS_DIR="+dir+"\x00")) && !bytes.HasPrefix(env, []byte("HEAPLENS_DIR="+dir+"\x00")) {
+			return "its environment kept heaplens's LD_PRELOAD but lost its settings (HEAPLENS_DIR, cleared by the program or a parent), " +
+				"so the library had nowhere to write", false
+		}
 		return "it loaded the library but created no ring", true
 	}
-	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 	if err == nil && !bytes.Contains(env, []byte(lib)) {
 		return "its environment does not pass on heaplens's LD_PRELOAD (cleared by env -i, sudo or the program)", false
 	}
 	return "the library did not load, for a reason heaplens cannot see", false
+}
+
+// seccompFiltered reports whether pid runs under more seccomp filters
+// than heaplens (a container's), or in strict mode.
+func seccompFiltered(pid int) bool {
+	mode, filters, ok := seccompOf(strconv.Itoa(pid))
+	if !ok || mode == "0" {
+		return false
+	}
+	self, selfFilters, _ := seccompOf("self")
+	return mode != self || filters != selfFilters
+}
+
+// seccompOf reads the Seccomp and Seccomp_filters lines of /proc/PID/status
+// ("" for a line the kernel does not write).
+func seccompOf(pid string) (mode, filters string, ok bool) {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return "", "", false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 1 {
+			switch f[0] {
+			case "Seccomp:":
+				mode, ok = f[1], true
+			case "Seccomp_filters:":
+				filters = f[1]
+			}
+		}
+	}
+	return mode, filters, ok
 }
 
 // processUID returns the real uid of pid, -1 if unknown.

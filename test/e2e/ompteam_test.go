@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"github.com/heaplens/heaplens/test/testenv"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -10,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/heaplens/heaplens/internal/capture"
+	"github.com/heaplens/heaplens/test/testenv"
 )
 
 // ompVariants are the region kinds of ompteam.c; each has a _tail and a _call variant.
@@ -130,15 +132,26 @@ func TestOpenMPTeamSizes(t *testing.T) {
 					j.what, regions, bare.code, bare.stdout, bare.stderr)
 				return
 			}
-			args := append([]string{"run", "-q", "-o", filepath.Join(t.TempDir(), "team.hlc"), "--"}, j.command...)
+			capPath := filepath.Join(t.TempDir(), "team.hlc")
+			args := append([]string{"run", "-q", "-o", capPath, "--"}, j.command...)
 			res := runEnv(t, 2*time.Minute, env, heaplensBin(t), args...)
 			if res.code != 0 || res.stdout != bare.stdout {
 				t.Errorf("%s: under heaplens (exit %d), teams and results differ from the bare run:\n%s\nbare:\n%s\nstderr:\n%s",
 					j.what, res.code, res.stdout, bare.stdout, res.stderr)
 			}
-			note := fmt.Sprintf("warning: %d OpenMP regions of pid", regions)
-			if j.guessed != strings.Contains(res.stderr, note) || !j.guessed && strings.Contains(res.stderr, "OpenMP regions") {
-				t.Errorf("%s: want the note %q in stderr: %v; got:\n%s", j.what, note, j.guessed, res.stderr)
+			c, err := capture.Load(capPath) // -q: the warnings are in the capture only
+			if err != nil {
+				t.Errorf("%s: %v", j.what, err)
+				return
+			}
+			var notes []string
+			for _, n := range c.Notes {
+				notes = append(notes, n.Text)
+			}
+			all := strings.Join(notes, "\n")
+			note := fmt.Sprintf("%d OpenMP regions of pid", regions)
+			if j.guessed != strings.Contains(all, note) || !j.guessed && strings.Contains(all, "OpenMP regions") {
+				t.Errorf("%s: want the note %q in the capture: %v; got:\n%s", j.what, note, j.guessed, all)
 			}
 		}()
 	}
