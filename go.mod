@@ -10,4 +10,10 @@ require (
 	golang.org/x/sys v0.49.0
 )
 
-require golang.org/x/arch v0.33.0
+require (
+	go.opentelemetry.io/proto/slim/otlp v1.11.1
+	go.opentelemetry.io/proto/slim/otlp/collector/profiles/v1development v0.4.1
+	go.opentelemetry.io/proto/slim/otlp/profiles/v1development v0.4.1
+	golang.org/x/arch v0.33.0
+	google.golang.org/protobuf v1.36.12
+)

@@ -65,6 +65,7 @@ type pprofKey struct {
 	stream uint32
 	stack  uint64
 	tid    uint32
+	kind   string // "" when the sample's allocations are of several kinds
 }
 
 func buildPProf(c *capture.Capture, alloc, inuse *heap.Profile) *profile.Profile {
@@ -99,7 +100,10 @@ func buildPProf(c *capture.Capture, alloc, inuse *heap.Profile) *profile.Profile
 			return
 		}
 		for _, s := range prof.Samples {
-			k := pprofKey{s.Stream, s.StackID, s.TID}
+			k := pprofKey{s.Stream, s.StackID, s.TID, ""}
+			if s.Func != heap.FuncMixed {
+				k.kind = capture.MemKind(s.Func)
+			}
 			ps := samples[k]
 			if ps == nil {
 				ps = &profile.Sample{Location: b.stack(s.Stream, s.StackID), Value: make([]int64, 4),
