@@ -268,7 +268,9 @@ func (p *pyLeak) before(t int64) int64 {
 	return int64(i)
 }
 
-func startPyLeak(t *testing.T, dir string, seconds int, flags ...string) *pyLeak {
+// startPyLeak runs pyleakserver.py for seconds under heaplens run with
+// flags, and env added to the environment.
+func startPyLeak(t *testing.T, dir string, seconds int, env []string, flags ...string) *pyLeak {
 	t.Helper()
 	py := "/usr/bin/python3"
 	if _, err := os.Stat(py); err != nil {
@@ -279,6 +281,7 @@ func startPyLeak(t *testing.T, dir string, seconds int, flags ...string) *pyLeak
 	args = append(args, "--", py, filepath.Join(root, "test", "workloads", "pyleakserver.py"), strconv.Itoa(seconds))
 	p := &pyLeak{server: &server{cmd: exec.Command(heaplensBin(t), args...), url: make(chan string, 1), done: make(chan struct{})}}
 	s := p.server
+	s.cmd.Env = append(os.Environ(), env...)
 	out, err := s.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -360,7 +363,7 @@ func TestOTLPExportToCollector(t *testing.T) {
 	dir := t.TempDir()
 	port := freePort(t)
 	col := startCollector(t, dir, port, filepath.Join(dir, "profiles.otlp"))
-	p := startPyLeak(t, dir, 6, "--otlp", fmt.Sprintf("http://127.0.0.1:%d", port), "--app", "pyleak", "--push-every", "1s")
+	p := startPyLeak(t, dir, 6, nil, "--otlp", fmt.Sprintf("http://127.0.0.1:%d", port), "--app", "pyleak", "--push-every", "1s")
 	p.wait(t, 2*time.Minute)
 	reqs := col.stop(t)
 	if p.code != 0 {
@@ -459,7 +462,10 @@ func TestOTLPCollectorRestart(t *testing.T) {
 	port := freePort(t)
 	first := startCollector(t, dir, port, filepath.Join(dir, "first.otlp"))
 	started := time.Now()
-	p := startPyLeak(t, dir, 14, "--otlp", fmt.Sprintf("http://127.0.0.1:%d", port), "--push-every", "1s", "--push-queue", "12KiB")
+	// The collector is named the standard way here, and the resource too.
+	env := []string{fmt.Sprintf("OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:%d", port), "OTEL_SERVICE_NAME=restarts",
+		"OTEL_RESOURCE_ATTRIBUTES=deployment.environment.name=test,service.name=ignored,team=a%2Cb"}
+	p := startPyLeak(t, dir, 14, env, "--push-every", "1s", "--push-queue", "12KiB", "--otlp-command-line")
 	p.waitTicks(t, 300)
 	got := first.stop(t)
 	down := time.Now()
@@ -485,9 +491,19 @@ func TestOTLPCollectorRestart(t *testing.T) {
 	if dropped == 0 {
 		t.Fatalf("a 12 KiB queue kept six seconds of exports: this test does not see an overflow")
 	}
+	if !strings.Contains(p.errText(), fmt.Sprintf("exporting OTLP profiles to http://127.0.0.1:%d/v1development/profiles (from $OTEL_EXPORTER_OTLP_ENDPOINT)", port)) {
+		t.Errorf("heaplens does not say where $OTEL_EXPORTER_OTLP_ENDPOINT sends the profiles:\n%s", p.errText())
+	}
 	var exports []otlpExport
-	for _, r := range append(got, after...) {
-		exports = append(exports, resolve(t, r))
+	script := filepath.Join(root, "test", "workloads", "pyleakserver.py")
+	for i, r := range append(got, after...) {
+		e := resolve(t, r)
+		exports = append(exports, e)
+		res := e.resource
+		if res["service.name"] != "restarts" || res["deployment.environment.name"] != "test" || res["team"] != "a,b" ||
+			res["process.command_line"] != "/usr/bin/python3 "+script+" 14" {
+			t.Errorf("export %d: resource %v", i, res)
+		}
 	}
 	// Exports resume: the second collector gets queued windows from while
 	// it was down and windows after.
@@ -540,4 +556,91 @@ func TestOTLPCollectorRestart(t *testing.T) {
 	if tol := leakTolerance(blocks, 10); math.Abs(float64(allocated-want)) > tol {
 		t.Errorf("the exports that arrived hold %d bytes allocated by leak_slowly; in their windows the workload leaked %d ± %.0f", allocated, want, tol)
 	}
+}
+
+// TestOTLPAttach exports from heaplens attach: a Python server running
+// without heaplens, attached to for four seconds.
+func TestOTLPAttach(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	col := startCollector(t, dir, port, filepath.Join(dir, "attach.otlp"))
+	py := exec.Command("/usr/bin/python3", filepath.Join(root, "test", "workloads", "pyleakserver.py"), "10")
+	out, err := py.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := py.Start(); err != nil {
+		t.Fatalf("!!! Debian's /usr/bin/python3 does not start (scripts/deps.sh installs it): %v", err)
+	}
+	t.Cleanup(func() { py.Process.Kill(); py.Wait() })
+	var mu sync.Mutex
+	var times []int64
+	ticked := make(chan struct{}, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if f := strings.Fields(sc.Text()); len(f) == 3 && f[0] == "tick" {
+				at, _ := strconv.ParseInt(f[2], 10, 64)
+				mu.Lock()
+				times = append(times, at)
+				mu.Unlock()
+				select {
+				case ticked <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	<-ticked // the interpreter is up and leaking
+	res := run(t, 2*time.Minute, heaplensBin(t), "attach", strconv.Itoa(py.Process.Pid), "-q", "-o", filepath.Join(dir, "attach.hlc"),
+		"--rate", strconv.Itoa(fleetRate), "--duration", "4s", "--otlp", fmt.Sprintf("http://127.0.0.1:%d", port), "--push-every", "1s")
+	reqs := col.stop(t)
+	if res.code != 0 {
+		t.Fatalf("heaplens attach: exit %d\n%s", res.code, res.stderr)
+	}
+	m := exportedRE.FindStringSubmatch(res.stderr)
+	if m == nil || m[3] != "" {
+		t.Fatalf("the summary does not say all went to the collector:\n%s", res.stderr)
+	}
+	if n, _ := strconv.Atoi(m[1]); n != len(reqs) || n < 4 {
+		t.Fatalf("heaplens exported %s requests in a 4 s attach every 1 s; the collector wrote %d", m[1], len(reqs))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	before := func(at int64) int64 {
+		i, _ := slices.BinarySearch(times, at)
+		return int64(i)
+	}
+	var exports []otlpExport
+	var allocated int64
+	line := leakLine(t)
+	named := false
+	for i, r := range reqs {
+		e := resolve(t, r)
+		exports = append(exports, e)
+		if e.resource["service.name"] != "python3" || e.resource["process.pid"] != int64(py.Process.Pid) || e.resource["process.runtime.name"] != "cpython" {
+			t.Errorf("export %d: resource %v, want service.name python3 (the process's name), process.pid %d", i, e.resource, py.Process.Pid)
+		}
+		if i > 0 && e.from != exports[i-1].until {
+			t.Errorf("export %d starts at %d, the previous ended at %d", i, e.from, exports[i-1].until)
+		}
+		for _, s := range e.samples[allocSpace] {
+			named = named || slices.ContainsFunc(s.frames, func(f otlpFrame) bool {
+				return f.fn == "leak_slowly" && f.line == line && f.typ == "cpython"
+			})
+		}
+		allocated += e.leakIn(allocSpace, "leak_slowly")
+	}
+	if !named {
+		t.Errorf("no export names leak_slowly at pyleakserver.py:%d", line)
+	}
+	// What leaked while attached: heaplens sees allocations from the
+	// attach on, within the windows it exported.
+	n := before(exports[len(exports)-1].until) - before(exports[0].from)
+	if tol := leakTolerance(n, 10); math.Abs(float64(allocated-n*leakBytes)) > tol {
+		t.Errorf("the attach's exports hold %d bytes allocated by leak_slowly; while attached it leaked %d blocks: want %d ± %.0f",
+			allocated, n, n*leakBytes, tol)
+	}
+	t.Logf("%d exports over %.1f s; leak_slowly allocated %d bytes, the workload %d", len(exports),
+		float64(exports[len(exports)-1].until-exports[0].from)/1e9, allocated, n*leakBytes)
 }
