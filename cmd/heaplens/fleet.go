@@ -41,8 +41,8 @@ func (f *fleetFlags) register(fs *flag.FlagSet) {
 	f.labels = labelsFlag{}
 	fs.StringVar(&f.addr, "pprof-addr", "", "serve /debug/pprof/heap and /debug/pprof/allocs on this address while the command runs (PORT alone means 127.0.0.1:PORT)")
 	fs.StringVar(&f.push, "push", "", "push the profile to this Pyroscope-compatible server's /ingest every --push-every")
-	fs.StringVar(&f.app, "app", "", "with --push, the application name (default: the command's name)")
-	fs.DurationVar(&f.every, "push-every", fleet.DefaultPushEvery, "with --push, the period of the profiles pushed")
+	fs.StringVar(&f.app, "app", "", "with --push or --otlp, the application name, OTLP's service.name (default: $OTEL_SERVICE_NAME with --otlp, else the command's name)")
+	fs.DurationVar(&f.every, "push-every", fleet.DefaultPushEvery, "with --push or --otlp, the period of the profiles sent")
 	fs.StringVar(&f.tenant, "push-tenant", "", "with --push, the X-Scope-OrgID of a multi-tenant server (the Authorization header, if needed, comes from $"+pushAuthEnv+")")
 	fs.Var(f.labels, "label", "with --push, a series label NAME=VALUE (repeatable)")
 	fs.StringVar(&f.otlp, "otlp", "", "export OTLP/HTTP profiles every --push-every to this OpenTelemetry Collector base URL (e.g. http://127.0.0.1:4318; "+fleet.OTLPProfilesPath+" is added); default $OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT or $OTEL_EXPORTER_OTLP_ENDPOINT")
