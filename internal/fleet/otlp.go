@@ -86,7 +86,12 @@ func (ps *Pusher) postOTLP(pl *payload) (retry bool, err error) {
 		}
 		return false, nil
 	case code/100 == 4 && code != http.StatusTooManyRequests && code != http.StatusRequestTimeout:
-		return false, fmt.Errorf("%s refused the profiles: %s: %s", ps.URL, resp.Status, clip(otlpStatus(body, resp.Header.Get("Content-Type"))))
+		hint := ""
+		if code == http.StatusNotFound {
+			// What a Collector answers when no pipeline takes profiles.
+			hint = " (a Collector needs a profiles pipeline and --feature-gates=+service.profilesSupport)"
+		}
+		return false, fmt.Errorf("%s refused the profiles: %s: %s%s", ps.URL, resp.Status, clip(otlpStatus(body, resp.Header.Get("Content-Type"))), hint)
 	}
 	return true, fmt.Errorf("exporting to %s: %s", ps.URL, resp.Status)
 }

@@ -67,7 +67,6 @@ func freePort(t *testing.T) int {
 // OTLP/HTTP receiver on 127.0.0.1:port, until it listens.
 func startCollector(t *testing.T, dir string, port int, out string) *collector {
 	t.Helper()
-	cfg := filepath.Join(dir, fmt.Sprintf("otelcol-%d.yaml", time.Now().UnixNano()))
 	yaml := fmt.Sprintf(`receivers:
   otlp:
     protocols:
@@ -87,6 +86,14 @@ service:
       receivers: [otlp]
       exporters: [file]
 `, port, out)
+	return startCollectorConfig(t, dir, port, out, yaml)
+}
+
+// startCollectorConfig runs the collector with a configuration, until it
+// listens on 127.0.0.1:port.
+func startCollectorConfig(t *testing.T, dir string, port int, out, yaml string) *collector {
+	t.Helper()
+	cfg := filepath.Join(dir, fmt.Sprintf("otelcol-%d.yaml", time.Now().UnixNano()))
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -644,4 +651,47 @@ func TestOTLPAttach(t *testing.T) {
 	}
 	t.Logf("%d exports over %.1f s; leak_slowly allocated %d bytes, the workload %d", len(exports),
 		float64(exports[len(exports)-1].until-exports[0].from)/1e9, allocated, n*leakBytes)
+}
+
+// TestOTLPRefusedByCollector exports to a collector that takes no profiles
+// (a traces pipeline only: a common mistake). It answers 404: heaplens
+// names the refusal once, does not retry, counts every refused request, and
+// the command runs as it would without heaplens.
+func TestOTLPRefusedByCollector(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	col := startCollectorConfig(t, dir, port, "", fmt.Sprintf(`receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:%d
+exporters:
+  debug: {}
+service:
+  telemetry:
+    metrics:
+      level: none
+  pipelines:
+    traces:
+      receivers: [otlp]
+      exporters: [debug]
+`, port))
+	p := startPyLeak(t, dir, 3, nil, "--otlp", fmt.Sprintf("http://127.0.0.1:%d", port), "--push-every", "1s")
+	p.wait(t, 2*time.Minute)
+	col.cmd.Process.Signal(syscall.SIGTERM)
+	<-col.exited
+	if p.code != 0 || p.ticks.Load() != 300 {
+		t.Fatalf("exit status %d after %d ticks, want 0 after 300\n%s", p.code, p.ticks.Load(), p.errText())
+	}
+	m := exportedRE.FindStringSubmatch(p.errText())
+	if m == nil || m[1] != "0" || m[4] != "0" {
+		t.Fatalf("the summary does not say every request was refused:\n%s", p.errText())
+	}
+	if refused, _ := strconv.Atoi(m[3]); refused < 3 {
+		t.Errorf("%d requests refused in a 3 s run every 1 s", refused)
+	}
+	if n := strings.Count(p.errText(), "refused the profiles: 404 Not Found"); n != 2 || !strings.Contains(p.errText(), "not retried") ||
+		!strings.Contains(p.errText(), "service.profilesSupport") {
+		t.Errorf("the refusal is named %d times on its own (want once, and once in the summary):\n%s", n-1, p.errText())
+	}
 }
