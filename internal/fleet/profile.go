@@ -2,7 +2,8 @@
 // profilers: it keeps a continuous profile beside the capture (Profile, a
 // capture.Observer), serves it as Go-style pprof endpoints that Grafana
 // Alloy, Parca and go tool pprof scrape (Handler), and pushes it to a
-// Pyroscope-compatible /ingest endpoint (Pusher). docs/fleet.md says which
+// Pyroscope-compatible /ingest endpoint or, as OTLP profiles, to an
+// OpenTelemetry Collector (Pusher). docs/fleet.md says which
 // conventions it follows. Its memory is bounded by the program's distinct
 // stacks and live sampled blocks, not by how long the command runs.
 package fleet
