@@ -133,6 +133,9 @@ func (c *collector) stop(t *testing.T) []*collpb.ExportProfilesServiceRequest {
 	if strings.Contains(c.logs.String(), "\"error\"") || strings.Contains(c.logs.String(), "\terror\t") {
 		t.Errorf("the collector logged errors:\n%s", c.logs.String())
 	}
+	if c.out == "" {
+		return nil
+	}
 	return readExports(t, c.out)
 }
 
@@ -567,11 +570,51 @@ func TestOTLPCollectorRestart(t *testing.T) {
 }
 
 // TestOTLPAttach exports from heaplens attach: a Python server running
-// without heaplens, attached to for four seconds.
+// without heaplens, attached to for four seconds. The profiles go through
+// a first collector that forwards them over gRPC with the otlp_grpc
+// exporter, as docs/fleet.md forwards them to Pyroscope, to the collector
+// that writes them.
 func TestOTLPAttach(t *testing.T) {
 	dir := t.TempDir()
-	port := freePort(t)
-	col := startCollector(t, dir, port, filepath.Join(dir, "attach.otlp"))
+	port, grpcPort := freePort(t), freePort(t)
+	col := startCollectorConfig(t, dir, grpcPort, filepath.Join(dir, "attach.otlp"), fmt.Sprintf(`receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:%d
+exporters:
+  file:
+    path: %s
+    format: proto
+    flush_interval: 100ms
+service:
+  telemetry:
+    metrics:
+      level: none
+  pipelines:
+    profiles:
+      receivers: [otlp]
+      exporters: [file]
+`, grpcPort, filepath.Join(dir, "attach.otlp")))
+	gateway := startCollectorConfig(t, dir, port, "", fmt.Sprintf(`receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:%d
+exporters:
+  otlp_grpc/next:
+    endpoint: 127.0.0.1:%d
+    tls:
+      insecure: true
+service:
+  telemetry:
+    metrics:
+      level: none
+  pipelines:
+    profiles:
+      receivers: [otlp]
+      exporters: [otlp_grpc/next]
+`, port, grpcPort))
 	py := exec.Command("/usr/bin/python3", filepath.Join(root, "test", "workloads", "pyleakserver.py"), "10")
 	out, err := py.StdoutPipe()
 	if err != nil {
@@ -602,6 +645,7 @@ func TestOTLPAttach(t *testing.T) {
 	<-ticked // the interpreter is up and leaking
 	res := run(t, 2*time.Minute, heaplensBin(t), "attach", strconv.Itoa(py.Process.Pid), "-q", "-o", filepath.Join(dir, "attach.hlc"),
 		"--rate", strconv.Itoa(fleetRate), "--duration", "4s", "--otlp", fmt.Sprintf("http://127.0.0.1:%d", port), "--push-every", "1s")
+	gateway.stop(t) // it has sent on what it took
 	reqs := col.stop(t)
 	if res.code != 0 {
 		t.Fatalf("heaplens attach: exit %d\n%s", res.code, res.stderr)

@@ -1,9 +1,11 @@
 // Command otelcol is an OpenTelemetry Collector built from the collector
 // project's own modules for heaplens's tests (test/e2e/otlp_test.go): the
-// otlp receiver, the file exporter (OTLP protobuf, length-prefixed, so a
-// test reads back exactly what the collector received and re-encoded) and
-// the debug exporter. It is a separate module so that the product's go.mod
-// does not carry the collector; scripts/otelcol.sh builds and caches it.
+// otlp receiver; the file exporter (OTLP protobuf, length-prefixed, so that
+// a test reads back exactly what the collector received and re-encoded);
+// the debug exporter; and the otlp_grpc exporter, which forwards to another
+// collector or to Pyroscope as docs/fleet.md configures it. It is a module
+// of its own so that the product's go.mod does not carry the collector;
+// scripts/otelcol.sh builds and caches it.
 package main
 
 import (
@@ -17,6 +19,7 @@ import (
 	"go.opentelemetry.io/collector/confmap/provider/yamlprovider"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/debugexporter"
+	"go.opentelemetry.io/collector/exporter/otlpexporter"
 	"go.opentelemetry.io/collector/otelcol"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
@@ -29,7 +32,7 @@ func components() (otelcol.Factories, error) {
 	if f.Receivers, err = otelcol.MakeFactoryMap[receiver.Factory](otlpreceiver.NewFactory()); err != nil {
 		return f, err
 	}
-	if f.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](fileexporter.NewFactory(), debugexporter.NewFactory()); err != nil {
+	if f.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](fileexporter.NewFactory(), debugexporter.NewFactory(), otlpexporter.NewFactory()); err != nil {
 		return f, err
 	}
 	f.Telemetry = otelconftelemetry.NewFactory()
