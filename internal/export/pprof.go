@@ -65,7 +65,6 @@ type pprofKey struct {
 	stream uint32
 	stack  uint64
 	tid    uint32
-	kind   string // "" when the sample's allocations are of several kinds
 }
 
 func buildPProf(c *capture.Capture, alloc, inuse *heap.Profile) *profile.Profile {
@@ -100,10 +99,7 @@ func buildPProf(c *capture.Capture, alloc, inuse *heap.Profile) *profile.Profile
 			return
 		}
 		for _, s := range prof.Samples {
-			k := pprofKey{s.Stream, s.StackID, s.TID, ""}
-			if s.Func != heap.FuncMixed {
-				k.kind = capture.MemKind(s.Func)
-			}
+			k := pprofKey{s.Stream, s.StackID, s.TID}
 			ps := samples[k]
 			if ps == nil {
 				ps = &profile.Sample{Location: b.stack(s.Stream, s.StackID), Value: make([]int64, 4),
@@ -125,6 +121,10 @@ func buildPProf(c *capture.Capture, alloc, inuse *heap.Profile) *profile.Profile
 				}
 				samples[k] = ps
 				order = append(order, k)
+			} else if kind := ps.Label["kind"]; len(kind) > 0 && (s.Func == heap.FuncMixed || capture.MemKind(s.Func) != kind[0]) {
+				// The fleet's profile keeps kinds apart; one pprof sample
+				// holding several is labelled with none, as a mixed one is.
+				delete(ps.Label, "kind")
 			}
 			ps.Value[off] += int64(math.Round(s.Objects))
 			ps.Value[off+1] += int64(math.Round(s.Bytes))
