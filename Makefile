@@ -14,7 +14,7 @@ ATTACH_SO = internal/launch/lib/libheaplens-attach.so
 ATTACH_CFLAGS = $(filter-out -ftls-model=initial-exec,$(PRELOAD_CFLAGS)) -DHEAPLENS_ATTACH \
                 -mtls-dialect=gnu2 -Wl,-Bsymbolic-functions
 
-.PHONY: all test test-cpython bench demo clean deps sanitize wheel sidroot
+.PHONY: all test test-cpython bench demo clean deps sanitize wheel sidroot otelcol
 all: bin/heaplens
 
 $(SO): $(PRELOAD_SRC) $(wildcard preload/*.h)
@@ -30,9 +30,15 @@ bin/heaplens: $(SO) $(ATTACH_SO) $(shell find cmd internal -name '*.go' -not -na
 deps:
 	./scripts/deps.sh
 
-test: deps bin/heaplens wheel sidroot bin/heaplens-static
+test: deps bin/heaplens wheel sidroot bin/heaplens-static otelcol
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 25m ./...
+
+# The OpenTelemetry Collector the OTLP export is tested against
+# (test/otelcol), built once into ~/.cache/heaplens/otelcol and linked as
+# bin/otelcol (scripts/otelcol.sh).
+otelcol:
+	./scripts/otelcol.sh
 
 # CPython versions newer than the machine's run in a cached Debian sid root
 # (scripts/sidroot.sh; ~/.cache/heaplens/roots/sid-py), where the tests

@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"strconv"
+	"strings"
 
 	"github.com/heaplens/heaplens/internal/launch"
 )
@@ -23,6 +25,8 @@ func attachCmd(args []string, stdout, stderr io.Writer) int {
 	quiet := fs.Bool("q", false, "no summary at the detach")
 	live := fs.Bool("live", false, "serve the web UI while attached (the URL is printed on standard error)")
 	liveAddr := fs.String("live-addr", "127.0.0.1:0", "address of the --live web UI (port 0 picks a free port)")
+	var ff fleetFlags
+	ff.register(fs)
 	// PID first, flags after it, as in the usage line of the issue: heaplens attach PID --rate 1.
 	var pidArg string
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
@@ -44,6 +48,21 @@ func attachCmd(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.PID = pid
+	// The default service name is the process's: its comm, which may hold spaces.
+	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	name := strings.Join(strings.Fields(string(comm)), "_")
+	if name == "" {
+		name = "pid-" + pidArg
+	}
+	if err := ff.check([]string{name}, os.Getenv); err != nil {
+		fmt.Fprintf(stderr, "heaplens attach: %v\n", err)
+		return 2
+	}
+	stopFleet, err := ff.start(&o.Observer, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "heaplens attach: %v\n", err)
+		return 1
+	}
 	if *live {
 		o.Started = func(capturePath string) { startLive(capturePath, *liveAddr, stderr) }
 	}
@@ -53,6 +72,7 @@ func attachCmd(args []string, stdout, stderr io.Writer) int {
 		o.Observer = seen.observer(o.Observer)
 	}
 	res, err := launch.Attach(o)
+	stopFleet()
 	if err != nil {
 		seen = nil // the file may not hold what was written: the summary reads it
 	}

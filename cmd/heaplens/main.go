@@ -28,6 +28,7 @@ usage:
   heaplens serve CAPTURE [--addr 127.0.0.1:0]
   heaplens run --live [--live-wait] ... -- COMMAND
   heaplens run --pprof-addr ADDR | --push URL [--app NAME] [--label K=V]... -- COMMAND
+  heaplens run|attach --otlp URL [--app NAME] [--push-every 15s] ...
   heaplens attach PID [-o CAPTURE] [--rate SIZE] [--duration D] [--live] [--no-python]
   heaplens detach PID
   heaplens diff BASE NEW [--view allocs,peak,leaks] [--format text|json|pprof]
@@ -129,11 +130,11 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "heaplens run: %v\n", err)
 		return 2
 	}
-	if err := ff.check(o.Command); err != nil {
+	if err := ff.check(o.Command, os.Getenv); err != nil {
 		fmt.Fprintf(stderr, "heaplens run: %v\n", err)
 		return 2
 	}
-	stopFleet, err := ff.start(&o, stderr)
+	stopFleet, err := ff.start(&o.Observer, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "heaplens run: %v\n", err)
 		return 1

@@ -1,6 +1,6 @@
 // Package export writes heap profiles in the formats people read or feed to
-// other tools: text and folded stacks here; pprof, HTML and others reuse the
-// labels defined in this file.
+// other tools: text and folded stacks here; pprof, OTLP profiles, HTML and
+// others reuse the labels defined in this file.
 package export
 
 import (

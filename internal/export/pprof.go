@@ -121,6 +121,10 @@ func buildPProf(c *capture.Capture, alloc, inuse *heap.Profile) *profile.Profile
 				}
 				samples[k] = ps
 				order = append(order, k)
+			} else if kind := ps.Label["kind"]; len(kind) > 0 && (s.Func == heap.FuncMixed || capture.MemKind(s.Func) != kind[0]) {
+				// The fleet's profile keeps kinds apart; one pprof sample
+				// holding several is labelled with none, as a mixed one is.
+				delete(ps.Label, "kind")
 			}
 			ps.Value[off] += int64(math.Round(s.Objects))
 			ps.Value[off+1] += int64(math.Round(s.Bytes))

@@ -2,7 +2,8 @@
 // profilers: it keeps a continuous profile beside the capture (Profile, a
 // capture.Observer), serves it as Go-style pprof endpoints that Grafana
 // Alloy, Parca and go tool pprof scrape (Handler), and pushes it to a
-// Pyroscope-compatible /ingest endpoint (Pusher). docs/fleet.md says which
+// Pyroscope-compatible /ingest endpoint or, as OTLP profiles, to an
+// OpenTelemetry Collector (Pusher). docs/fleet.md says which
 // conventions it follows. Its memory is bounded by the program's distinct
 // stacks and live sampled blocks, not by how long the command runs.
 package fleet
@@ -28,7 +29,7 @@ const (
 const firstSynthetic = 1 << 62
 
 // Profile is the running heap profile of a command's process tree, fed
-// record by record as the capture is written. Per (process, stack) it sums
+// record by record as the capture is written. Per (process, stack, thread, memory kind) it sums
 // the weighted samples allocated so far and those still live; a block
 // stops being live when freed or when its process ends.
 type Profile struct {
@@ -45,9 +46,11 @@ type Profile struct {
 type siteKey struct {
 	stream uint32
 	stack  uint64
+	tid    uint32 // OTLP's thread.id and pprof's thread_id label
+	kind   string // capture.MemKind: a sample has one memory kind
 }
 
-// site is one (process, stack)'s running totals.
+// site is one (process, stack, thread, memory kind)'s running totals.
 type site struct {
 	alloc, inuse heap.Sample
 }
@@ -131,20 +134,24 @@ func (p *Profile) resolve(b *block) {
 	if stack.ForPool(&b.a) {
 		id = p.st.Stack(&b.a)
 	}
-	k := siteKey{b.a.Stream, id}
+	k := siteKey{b.a.Stream, id, b.a.TID, capture.MemKind(b.a.Func)}
 	s := p.sites[k]
 	if s == nil {
 		s = &site{}
-		s.alloc.Stream, s.alloc.StackID = k.stream, k.stack
-		s.inuse.Stream, s.inuse.StackID = k.stream, k.stack
+		s.alloc.Stream, s.alloc.StackID, s.alloc.TID = k.stream, k.stack, k.tid
+		s.inuse.Stream, s.inuse.StackID, s.inuse.TID = k.stream, k.stack, k.tid
 		p.sites[k] = s
 	}
+	// Func stands for the site's memory kind (malloc and realloc are both
+	// malloc), not for the one function its samples went through.
 	s.alloc.Add(&b.a, b.w, 1)
+	s.alloc.Func = b.a.Func
 	if b.freed {
 		return
 	}
 	b.site = s
 	s.inuse.Add(&b.a, b.w, 1)
+	s.inuse.Func = b.a.Func
 }
 
 func (p *Profile) free(k liveKey) {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -46,6 +47,12 @@ type Pusher struct {
 	MaxQueue int               // 0 means DefaultMaxQueue
 	Client   *http.Client      // nil means a client with a 10 s timeout
 	Header   http.Header       // added to each request (authorization, X-Scope-OrgID)
+	// OTLP, when set, sends OTLP/HTTP profiles to URL, the full profiles
+	// endpoint, instead of pprof to URL/ingest.
+	OTLP *OTLP
+	// Log, when set, is told of the first refusal when it happens: a
+	// refused profile is not retried, and the next are likely refused too.
+	Log io.Writer
 
 	p       *Profile
 	backoff time.Duration // the first retry's wait; doubles up to maxBackoff
@@ -54,6 +61,7 @@ type Pusher struct {
 	bytes   int // of the queue's bodies
 	stats   PushStats
 	prev    *Snapshot
+	sending *payload // the queued profile being sent, nil between tries
 	wake    chan struct{}
 	halt    chan struct{} // closed by Stop: no more periodic profiles
 	final   chan struct{} // closed by Stop after the last profile: one last try at what is queued
@@ -69,6 +77,7 @@ type PushStats struct {
 	Rejected int    // refused with a 4xx status: dropped
 	Dropped  int    // dropped because the queue was full, or still queued at Stop
 	Retries  int    // failed attempts retried later
+	Bytes    int64  // of the requests accepted (gzipped)
 	LastErr  string // the last failure, "" if none
 }
 
@@ -157,7 +166,13 @@ func (ps *Pusher) take() {
 	}
 	cur := *snap
 	cur.Alloc = alloc
-	body, err := cur.PProf("live", from)
+	var body []byte
+	var err error
+	if ps.OTLP != nil {
+		body, err = ps.OTLP.encode(&cur, from)
+	} else {
+		body, err = cur.PProf("live", from)
+	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if err != nil {
@@ -168,7 +183,17 @@ func (ps *Pusher) take() {
 	ps.queue = append(ps.queue, &payload{body: body, from: from, until: snap.Taken})
 	ps.bytes += len(body)
 	for ps.bytes > ps.MaxQueue && len(ps.queue) > 0 {
-		ps.pop()
+		// The profile being sent stays: it may yet arrive, and must not
+		// count as both pushed and dropped.
+		if ps.queue[0] == ps.sending {
+			if len(ps.queue) == 1 {
+				break
+			}
+			ps.bytes -= len(ps.queue[1].body)
+			ps.queue = slices.Delete(ps.queue, 1, 2)
+		} else {
+			ps.pop()
+		}
 		ps.stats.Dropped++
 	}
 	select {
@@ -207,15 +232,30 @@ func (ps *Pusher) send() {
 			}
 			continue
 		}
-		retry, err := ps.post(next)
 		ps.mu.Lock()
+		ps.sending = next
+		ps.mu.Unlock()
+		var retry bool
+		var err error
+		if ps.OTLP != nil {
+			retry, err = ps.postOTLP(next)
+		} else {
+			retry, err = ps.post(next)
+		}
+		var partial *partialError
+		ps.mu.Lock()
+		ps.sending = nil
 		switch {
-		case err == nil:
+		case err == nil || errors.As(err, &partial):
 			ps.stats.Pushed++
+			ps.stats.Bytes += int64(len(next.body))
 		case retry:
 			ps.stats.Retries++
 		default:
 			ps.stats.Rejected++
+			if ps.stats.Rejected == 1 && ps.Log != nil {
+				fmt.Fprintf(ps.Log, "heaplens: %v (not retried; the summary counts the refusals)\n", err)
+			}
 		}
 		if err != nil {
 			ps.stats.LastErr = err.Error()

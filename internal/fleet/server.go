@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/export"
 	"github.com/heaplens/heaplens/internal/heap"
 )
@@ -146,20 +147,16 @@ func (s *Snapshot) PProf(view string, from time.Time) ([]byte, error) {
 	return buf.Bytes(), err
 }
 
-// Delta returns cur minus prev, per (process, stack): what was allocated
+// Delta returns cur minus prev, per (process, stack, thread, memory kind): what was allocated
 // (or how the live set changed) between two snapshots.
 func Delta(prev, cur *heap.Profile) *heap.Profile {
-	type key struct {
-		stream uint32
-		stack  uint64
-	}
-	before := make(map[key]heap.Sample, len(prev.Samples))
+	before := make(map[siteKey]heap.Sample, len(prev.Samples))
 	for _, s := range prev.Samples {
-		before[key{s.Stream, s.StackID}] = s
+		before[siteKey{s.Stream, s.StackID, s.TID, capture.MemKind(s.Func)}] = s
 	}
 	out := &heap.Profile{View: cur.View, Rate: cur.Rate, Drops: cur.Drops}
 	for _, s := range cur.Samples {
-		if b, ok := before[key{s.Stream, s.StackID}]; ok {
+		if b, ok := before[siteKey{s.Stream, s.StackID, s.TID, capture.MemKind(s.Func)}]; ok {
 			s.Bytes -= b.Bytes
 			s.Objects -= b.Objects
 			s.Var -= b.Var
