@@ -4,7 +4,11 @@ CC      ?= gcc
 CFLAGS  ?= -O2 -g
 PRELOAD_CFLAGS = -std=c11 -fPIC -shared -fvisibility=hidden -ftls-model=initial-exec \
                  -Wall -Wextra -Wshadow -Wconversion -Wmissing-prototypes -Wstrict-prototypes \
-                 -Wpointer-arith -Wcast-align -Werror -Wl,-z,now -Wl,--build-id
+                 -Wpointer-arith -Wcast-align -Werror -Wl,-z,now -Wl,--build-id \
+                 -include preload/glibc217.h
+# glibc 2.17 and later (preload/glibc217.h): libdl and libpthread, which
+# held dlopen and pthread_key_create until 2.34, are named as they were.
+PRELOAD_LIBS = -lm -Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0 -Wl,--as-needed -lgcc_s
 PRELOAD_SRC = $(wildcard preload/*.c)
 SO      = internal/launch/lib/libheaplens.so
 # The same sources for heaplens attach (preload/attach.c): dlopen'ed late, so
@@ -18,10 +22,10 @@ ATTACH_CFLAGS = $(filter-out -ftls-model=initial-exec,$(PRELOAD_CFLAGS)) -DHEAPL
 all: bin/heaplens
 
 $(SO): $(PRELOAD_SRC) $(wildcard preload/*.h)
-	$(CC) $(CFLAGS) $(PRELOAD_CFLAGS) -o $@ $(PRELOAD_SRC) -lm -lgcc_s
+	$(CC) $(CFLAGS) $(PRELOAD_CFLAGS) -o $@ $(PRELOAD_SRC) $(PRELOAD_LIBS)
 
 $(ATTACH_SO): $(PRELOAD_SRC) $(wildcard preload/*.h)
-	$(CC) $(CFLAGS) $(ATTACH_CFLAGS) -o $@ $(PRELOAD_SRC) -lm -lgcc_s
+	$(CC) $(CFLAGS) $(ATTACH_CFLAGS) -o $@ $(PRELOAD_SRC) $(PRELOAD_LIBS)
 
 bin/heaplens: $(SO) $(ATTACH_SO) $(shell find cmd internal -name '*.go' -not -name '*_test.go') $(wildcard internal/web/assets/*) go.mod go.sum
 	$(GO) build -ldflags=-E=github.com/heaplens/heaplens/internal/sigstart.entry -o $@ ./cmd/heaplens
