@@ -39,10 +39,10 @@ test: deps bin/heaplens wheel sidroot bin/heaplens-static
 	$(GO) test -count=1 -timeout 25m ./...
 
 # CPython versions newer than the machine's run in a cached Debian sid root
-# (scripts/sidroot.sh; ~/.cache/heaplens/roots/sid-py), where the tests
+# (scripts/debroot.sh sid; ~/.cache/heaplens/roots/sid-py), where the tests
 # start the static heaplens (no cgo: it runs on the root's glibc) in a chroot.
 sidroot:
-	./scripts/sidroot.sh
+	./scripts/debroot.sh sid
 
 bin/heaplens-static: $(SO) $(ATTACH_SO) $(shell find cmd internal -name '*.go' -not -name '*_test.go') $(wildcard internal/web/assets/*) go.mod go.sum
 	CGO_ENABLED=0 $(GO) build -ldflags=-E=github.com/heaplens/heaplens/internal/sigstart.entry -o $@ ./cmd/heaplens

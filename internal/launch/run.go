@@ -114,6 +114,10 @@ func Run(o Options) (*Result, error) {
 	if err != nil {
 		return &Result{ExitCode: 1}, err
 	}
+	if why := preflight(path, lib, libraryBytes()); why != "" {
+		fmt.Fprintf(o.Log, "heaplens: %s cannot be profiled: %s; running it without profiling\n", o.Command[0], why)
+		return runPlain(o, path)
+	}
 	dir, err := sessionDir()
 	if err != nil {
 		return &Result{ExitCode: 1}, err
@@ -121,7 +125,7 @@ func Run(o Options) (*Result, error) {
 	defer os.RemoveAll(dir)
 
 	cmd := command(o, path)
-	cmd.Env = profiledEnv(os.Environ(), lib, dir, o)
+	cmd.Env = profiledEnv(os.Environ(), preloadEntry(lib), dir, o)
 	signals := catchSignals()
 	defer signal.Stop(signals)
 	if err := start(cmd); err != nil {

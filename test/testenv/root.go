@@ -11,7 +11,7 @@ import (
 )
 
 // Chroot is a Debian root that `make sidroot` caches outside the clone
-// (scripts/sidroot.sh), with the CPython versions newer than the machine's.
+// (scripts/debroot.sh), with the CPython versions newer than the machine's.
 type Chroot struct {
 	Dir string // the root, as seen from the host
 }
