@@ -18,7 +18,7 @@ ATTACH_SO = internal/launch/lib/libheaplens-attach.so
 ATTACH_CFLAGS = $(filter-out -ftls-model=initial-exec,$(PRELOAD_CFLAGS)) -DHEAPLENS_ATTACH \
                 -mtls-dialect=gnu2 -Wl,-Bsymbolic-functions
 
-.PHONY: all test test-cpython bench demo clean deps sanitize wheel sidroot
+.PHONY: all test test-cpython test-platforms bench demo clean deps sanitize wheel sidroot oldroot
 all: bin/heaplens
 
 $(SO): $(PRELOAD_SRC) $(wildcard preload/*.h)
@@ -34,7 +34,7 @@ bin/heaplens: $(SO) $(ATTACH_SO) $(shell find cmd internal -name '*.go' -not -na
 deps:
 	./scripts/deps.sh
 
-test: deps bin/heaplens wheel sidroot bin/heaplens-static
+test: deps bin/heaplens wheel sidroot oldroot bin/heaplens-static
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 25m ./...
 
@@ -43,6 +43,17 @@ test: deps bin/heaplens wheel sidroot bin/heaplens-static
 # start the static heaplens (no cgo: it runs on the root's glibc) in a chroot.
 sidroot:
 	./scripts/debroot.sh sid
+
+# glibc 2.17 and later (docs/platforms.md): a cached Debian 11 root
+# (~/.cache/heaplens/roots/bullseye: glibc 2.31, python3.9, gcc-multilib,
+# musl-tools) where the wheel is installed with pip and checked. make test
+# runs a subset (TestOldGlibc*); test-platforms runs them all.
+oldroot:
+	./scripts/debroot.sh bullseye
+
+test-platforms: deps bin/heaplens wheel oldroot
+	$(GO) test -count=1 -v -run TestLibraryNeedsGlibc217 ./internal/launch
+	$(GO) test -count=1 -timeout 15m -v -run TestOldGlibc ./test/e2e -platforms
 
 bin/heaplens-static: $(SO) $(ATTACH_SO) $(shell find cmd internal -name '*.go' -not -name '*_test.go') $(wildcard internal/web/assets/*) go.mod go.sum
 	CGO_ENABLED=0 $(GO) build -ldflags=-E=github.com/heaplens/heaplens/internal/sigstart.entry -o $@ ./cmd/heaplens
