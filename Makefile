@@ -27,8 +27,9 @@ $(SO): $(PRELOAD_SRC) $(wildcard preload/*.h)
 $(ATTACH_SO): $(PRELOAD_SRC) $(wildcard preload/*.h)
 	$(CC) $(CFLAGS) $(ATTACH_CFLAGS) -o $@ $(PRELOAD_SRC) $(PRELOAD_LIBS)
 
+# Without cgo: a static program, which runs on any glibc (docs/platforms.md).
 bin/heaplens: $(SO) $(ATTACH_SO) $(shell find cmd internal -name '*.go' -not -name '*_test.go') $(wildcard internal/web/assets/*) go.mod go.sum
-	$(GO) build -ldflags=-E=github.com/heaplens/heaplens/internal/sigstart.entry -o $@ ./cmd/heaplens
+	CGO_ENABLED=0 $(GO) build -ldflags=-E=github.com/heaplens/heaplens/internal/sigstart.entry -o $@ ./cmd/heaplens
 
 # Installs what the tests need on a fresh Debian machine, then runs them all.
 deps:
@@ -55,8 +56,8 @@ test-platforms: deps bin/heaplens wheel oldroot
 	$(GO) test -count=1 -v -run TestLibraryNeedsGlibc217 ./internal/launch
 	$(GO) test -count=1 -timeout 15m -v -run TestOldGlibc ./test/e2e -platforms
 
-bin/heaplens-static: $(SO) $(ATTACH_SO) $(shell find cmd internal -name '*.go' -not -name '*_test.go') $(wildcard internal/web/assets/*) go.mod go.sum
-	CGO_ENABLED=0 $(GO) build -ldflags=-E=github.com/heaplens/heaplens/internal/sigstart.entry -o $@ ./cmd/heaplens
+bin/heaplens-static: bin/heaplens
+	cp bin/heaplens $@
 
 # The library under ThreadSanitizer, AddressSanitizer+UBSan (built into a test
 # harness, test/sanitize) and UBSan (preloaded), and the fork/unwind stress

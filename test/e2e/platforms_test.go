@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"debug/elf"
+	"errors"
 	"flag"
 	"os"
 	"os/exec"
@@ -260,5 +262,27 @@ func TestOldGlibcNeverBrokenStart(t *testing.T) {
 				t.Errorf("the report does not name the %s child as unprofiled and why:\n%s", f.name, text.stdout)
 			}
 		})
+	}
+}
+
+// TestBinaryNeedsGlibc217 checks that bin/heaplens and the wheel's heaplens
+// need no symbol version newer than glibc 2.17 (make builds them without
+// cgo: static programs, which need none).
+func TestBinaryNeedsGlibc217(t *testing.T) {
+	bins := []string{heaplensBin(t), filepath.Join(testenv.Root, "python", "heaplens", "_bin", "heaplens")}
+	for _, bin := range bins {
+		f, err := elf.Open(bin)
+		if err != nil {
+			t.Errorf("%v (make wheel builds the wheel's heaplens)", err)
+			continue
+		}
+		bad, err := testenv.NewerThanGlibc217(f)
+		f.Close()
+		if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+			t.Errorf("%s: %v", bin, err)
+		}
+		for _, v := range bad {
+			t.Errorf("%s needs %s, newer than glibc 2.17 allows", bin, v)
+		}
 	}
 }
