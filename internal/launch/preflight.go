@@ -207,27 +207,40 @@ const stubPlatform = "i686"
 func preloadEntry(lib string) string {
 	dir, name := filepath.Split(lib)
 	for _, l := range platformLinks {
+		// Made once and never replaced: another heaplens may be starting
+		// a program through it right now.
 		p := filepath.Join(dir, l)
 		if t, err := os.Readlink(p); err == nil && t == "." {
 			continue
 		}
-		os.Remove(p)
-		if err := os.Symlink(".", p); err != nil {
+		os.Symlink(".", p)
+		if t, err := os.Readlink(p); err != nil || t != "." {
 			return lib
 		}
 	}
 	sd := filepath.Join(dir, stubPlatform)
-	if err := os.Mkdir(sd, 0o711); err != nil && !os.IsExist(err) {
-		return lib
-	}
+	os.Mkdir(sd, 0o711)
 	if fi, err := os.Lstat(sd); err != nil || !fi.IsDir() {
 		return lib
 	}
 	stub := filepath.Join(sd, name)
 	if b, err := os.ReadFile(stub); err != nil || !bytes.Equal(b, stub32) {
-		tmp := stub + ".tmp"
-		if os.WriteFile(tmp, stub32, 0o755) != nil || os.Rename(tmp, stub) != nil {
-			os.Remove(tmp)
+		tmp, err := os.CreateTemp(sd, name+".tmp*")
+		if err != nil {
+			return lib
+		}
+		_, err = tmp.Write(stub32)
+		if err == nil {
+			err = tmp.Chmod(0o755)
+		}
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp.Name(), stub) // whole or not at all, for a loader reading it now
+		}
+		if err != nil {
+			os.Remove(tmp.Name())
 			return lib
 		}
 	}
