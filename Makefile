@@ -4,7 +4,11 @@ CC      ?= gcc
 CFLAGS  ?= -O2 -g
 PRELOAD_CFLAGS = -std=c11 -fPIC -shared -fvisibility=hidden -ftls-model=initial-exec \
                  -Wall -Wextra -Wshadow -Wconversion -Wmissing-prototypes -Wstrict-prototypes \
-                 -Wpointer-arith -Wcast-align -Werror -Wl,-z,now -Wl,--build-id
+                 -Wpointer-arith -Wcast-align -Werror -Wl,-z,now -Wl,--build-id \
+                 -include preload/glibc217.h
+# glibc 2.17 and later (preload/glibc217.h): libdl and libpthread, which
+# held dlopen and pthread_key_create until 2.34, are named as they were.
+PRELOAD_LIBS = -lm -Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0 -Wl,--as-needed -lgcc_s
 PRELOAD_SRC = $(wildcard preload/*.c)
 SO      = internal/launch/lib/libheaplens.so
 # The same sources for heaplens attach (preload/attach.c): dlopen'ed late, so
@@ -14,23 +18,24 @@ ATTACH_SO = internal/launch/lib/libheaplens-attach.so
 ATTACH_CFLAGS = $(filter-out -ftls-model=initial-exec,$(PRELOAD_CFLAGS)) -DHEAPLENS_ATTACH \
                 -mtls-dialect=gnu2 -Wl,-Bsymbolic-functions
 
-.PHONY: all test test-cpython bench demo clean deps sanitize wheel sidroot otelcol
+.PHONY: all test test-cpython test-platforms bench demo clean deps sanitize wheel sidroot oldroot otelcol
 all: bin/heaplens
 
 $(SO): $(PRELOAD_SRC) $(wildcard preload/*.h)
-	$(CC) $(CFLAGS) $(PRELOAD_CFLAGS) -o $@ $(PRELOAD_SRC) -lm -lgcc_s
+	$(CC) $(CFLAGS) $(PRELOAD_CFLAGS) -o $@ $(PRELOAD_SRC) $(PRELOAD_LIBS)
 
 $(ATTACH_SO): $(PRELOAD_SRC) $(wildcard preload/*.h)
-	$(CC) $(CFLAGS) $(ATTACH_CFLAGS) -o $@ $(PRELOAD_SRC) -lm -lgcc_s
+	$(CC) $(CFLAGS) $(ATTACH_CFLAGS) -o $@ $(PRELOAD_SRC) $(PRELOAD_LIBS)
 
+# Without cgo: a static program, which runs on any glibc (docs/platforms.md).
 bin/heaplens: $(SO) $(ATTACH_SO) $(shell find cmd internal -name '*.go' -not -name '*_test.go') $(wildcard internal/web/assets/*) go.mod go.sum
-	$(GO) build -ldflags=-E=github.com/heaplens/heaplens/internal/sigstart.entry -o $@ ./cmd/heaplens
+	CGO_ENABLED=0 $(GO) build -ldflags=-E=github.com/heaplens/heaplens/internal/sigstart.entry -o $@ ./cmd/heaplens
 
 # Installs what the tests need on a fresh Debian machine, then runs them all.
 deps:
 	./scripts/deps.sh
 
-test: deps bin/heaplens wheel sidroot bin/heaplens-static otelcol
+test: deps bin/heaplens wheel sidroot oldroot bin/heaplens-static otelcol
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 25m ./...
 
@@ -41,13 +46,24 @@ otelcol:
 	./scripts/otelcol.sh
 
 # CPython versions newer than the machine's run in a cached Debian sid root
-# (scripts/sidroot.sh; ~/.cache/heaplens/roots/sid-py), where the tests
+# (scripts/debroot.sh sid; ~/.cache/heaplens/roots/sid-py), where the tests
 # start the static heaplens (no cgo: it runs on the root's glibc) in a chroot.
 sidroot:
-	./scripts/sidroot.sh
+	./scripts/debroot.sh sid
 
-bin/heaplens-static: $(SO) $(ATTACH_SO) $(shell find cmd internal -name '*.go' -not -name '*_test.go') $(wildcard internal/web/assets/*) go.mod go.sum
-	CGO_ENABLED=0 $(GO) build -ldflags=-E=github.com/heaplens/heaplens/internal/sigstart.entry -o $@ ./cmd/heaplens
+# glibc 2.17 and later (docs/platforms.md): a cached Debian 11 root
+# (~/.cache/heaplens/roots/bullseye: glibc 2.31, python3.9, gcc-multilib,
+# musl-tools) where the wheel is installed with pip and checked. make test
+# runs a subset (TestOldGlibc*); test-platforms runs them all.
+oldroot:
+	./scripts/debroot.sh bullseye
+
+test-platforms: deps bin/heaplens wheel oldroot
+	$(GO) test -count=1 -v -run 'TestLibraryNeedsGlibc217|TestPreflightPrograms' ./internal/launch
+	$(GO) test -count=1 -timeout 15m -v -run 'TestOldGlibc|TestBinaryNeedsGlibc217' ./test/e2e -platforms
+
+bin/heaplens-static: bin/heaplens
+	cp bin/heaplens $@
 
 # The library under ThreadSanitizer, AddressSanitizer+UBSan (built into a test
 # harness, test/sanitize) and UBSan (preloaded), and the fork/unwind stress

@@ -46,7 +46,19 @@ var ErrNoLibrary = errors.New("this heaplens was built without libheaplens.so: b
 // able to load the library, or its loader prints an error into the
 // program's output. The user cache directory is used when that holds
 // (typically not for a private home directory), else $TMPDIR/heaplens-UID.
-func LibraryPath() (string, error) { return extract(library, "libheaplens-") }
+func LibraryPath() (string, error) { return extract(libraryBytes(), "libheaplens-") }
+
+// libraryBytes is the embedded library, or for tests the file that
+// HEAPLENS_LIBRARY_FILE names (one built for a newer glibc, say, to check
+// that heaplens then runs the command unprofiled).
+func libraryBytes() []byte {
+	if p := os.Getenv("HEAPLENS_LIBRARY_FILE"); p != "" {
+		if b, err := os.ReadFile(p); err == nil {
+			return b
+		}
+	}
+	return library
+}
 
 // AttachLibraryPath is LibraryPath for libheaplens-attach.so, the build of
 // the library that heaplens attach loads into a running process.
@@ -99,7 +111,8 @@ func libraryDir() (string, error) {
 		// Only an existing cache directory: never create a home directory.
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
 			dir, reachable, err := privdir.Resolve(filepath.Join(d, "heaplens"))
-			if err == nil && reachable && preloadable(dir) {
+			// Not on a noexec mount, where the loader cannot map the library.
+			if err == nil && reachable && preloadable(dir) && !noexec(d) {
 				err := privdir.Ensure(dir, 0o711)
 				if errors.Is(err, privdir.ErrUnsafe) {
 					return "", err

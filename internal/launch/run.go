@@ -120,6 +120,9 @@ func Run(o Options) (*Result, error) {
 	if err != nil {
 		return &Result{ExitCode: 1}, err
 	}
+	if why := preflight(path, lib, libraryBytes()); why != "" {
+		return runUnprofiled(o, path, fmt.Sprintf("%s cannot be profiled: %s; it ran without profiling", o.Command[0], why))
+	}
 	dir, err := sessionDir()
 	if err != nil {
 		return &Result{ExitCode: 1}, err
@@ -127,7 +130,7 @@ func Run(o Options) (*Result, error) {
 	defer os.RemoveAll(dir)
 
 	cmd := command(o, path)
-	cmd.Env = profiledEnv(os.Environ(), lib, dir, o)
+	cmd.Env = profiledEnv(os.Environ(), preloadEntry(lib), dir, o)
 	signals := catchSignals()
 	defer signal.Stop(signals)
 	if err := start(cmd); err != nil {

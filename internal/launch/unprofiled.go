@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -167,6 +168,9 @@ func whyUnprofiled(pid int, lib, dir string) (why string, loaded bool) {
 	if err := CheckDynamic(exe); errors.Is(err, ErrStatic) {
 		return "it is statically linked, and LD_PRELOAD cannot reach its allocator", false
 	}
+	if why := notLoadable(exe, libraryBytes(), 0); why != "" {
+		return why, false
+	}
 	if st, err := os.Stat(exe); err == nil && st.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
 		return "it is a set-user-ID or set-group-ID program, for which the loader ignores LD_PRELOAD", false
 	}
@@ -192,7 +196,8 @@ func whyUnprofiled(pid int, lib, dir string) (why string, loaded bool) {
 		}
 		return "it loaded the library but created no ring", true
 	}
-	if err == nil && !bytes.Contains(env, []byte(lib)) {
+	// The preload entry names the library's directory through $PLATFORM.
+	if err == nil && !bytes.Contains(env, []byte(filepath.Base(lib))) {
 		return "its environment does not pass on heaplens's LD_PRELOAD (cleared by env -i, sudo or the program)", false
 	}
 	return "the library did not load, for a reason heaplens cannot see", false

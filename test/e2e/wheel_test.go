@@ -45,7 +45,7 @@ type junit struct {
 // with pytest --heaplens: exactly the expected tests fail, naming the
 // expected frames, and heaplens runs from the venv both ways.
 func TestWheelAndPytestPlugin(t *testing.T) {
-	wheels, _ := filepath.Glob(filepath.Join(testenv.Root, "dist", "heaplens-*-py3-none-manylinux_*_x86_64.whl"))
+	wheels, _ := filepath.Glob(filepath.Join(testenv.Root, "dist", "heaplens-*-py3-none-*manylinux_*_x86_64.whl"))
 	if len(wheels) != 1 {
 		t.Fatalf("want one wheel in dist/, found %v: run make wheel (make test does)", wheels)
 	}

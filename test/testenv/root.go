@@ -10,8 +10,9 @@ import (
 	"testing"
 )
 
-// Chroot is a Debian root that `make sidroot` caches outside the clone
-// (scripts/sidroot.sh), with the CPython versions newer than the machine's.
+// Chroot is a Debian root that make caches outside the clone
+// (scripts/debroot.sh): sid with the CPython versions newer than the
+// machine's (make sidroot), bullseye with an older glibc (make oldroot).
 type Chroot struct {
 	Dir string // the root, as seen from the host
 }
@@ -20,18 +21,30 @@ type Chroot struct {
 // this process cannot chroot (it needs root).
 func SidRoot(t testing.TB) (Chroot, bool) {
 	t.Helper()
+	return cachedRoot(t, "sid-py", "make sidroot", "Python 3.14/3.15 tests")
+}
+
+// OldRoot returns the Debian 11 root (glibc 2.31, python3.9, gcc-multilib,
+// musl-tools), failing t loudly when it is missing or cannot be entered.
+func OldRoot(t testing.TB) (Chroot, bool) {
+	t.Helper()
+	return cachedRoot(t, "bullseye", "make oldroot", "older-glibc (2.31) tests")
+}
+
+func cachedRoot(t testing.TB, name, target, what string) (Chroot, bool) {
+	t.Helper()
 	cache := os.Getenv("XDG_CACHE_HOME")
 	if cache == "" {
 		home, _ := os.UserHomeDir()
 		cache = filepath.Join(home, ".cache")
 	}
-	dir := filepath.Join(cache, "heaplens", "roots", "sid-py")
+	dir := filepath.Join(cache, "heaplens", "roots", name)
 	if _, err := os.Stat(filepath.Join(dir, ".heaplens-root")); err != nil {
-		Missing(t, "no Debian sid root at %s (make sidroot creates it; make test does): Python 3.14/3.15 tests do NOT run", dir)
+		Missing(t, "no Debian root at %s (%s creates it; make test does): %s do NOT run", dir, target, what)
 		return Chroot{}, false
 	}
 	if os.Geteuid() != 0 {
-		Missing(t, "the sid root needs chroot, which needs root: Python 3.14/3.15 tests do NOT run")
+		Missing(t, "the root %s needs chroot, which needs root: %s do NOT run", dir, what)
 		return Chroot{}, false
 	}
 	return Chroot{dir}, true

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Creates, once, a Debian root for the tests that run heaplens inside one
+# (test/testenv.Chroot), cached outside the clone like Go's module cache:
+# ~/.cache/heaplens/roots/NAME (XDG_CACHE_HOME honoured).
+#
+#   debroot.sh sid       a sid root with the CPython versions newer than the
+#                        machine's (python3.14, python3.15): make sidroot
+#   debroot.sh bullseye  a Debian 11 root (glibc 2.31, python3.9, 32-bit and
+#                        musl compilers) for the older-glibc tests: make oldroot
+#
+# A root is complete only once its stamp file exists. A run that died after
+# debootstrap finished goes on from there; one that died during it starts again.
+set -euo pipefail
+
+kind="${1:?usage: debroot.sh sid|bullseye [DIR]}"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}"
+# The stamp text changes with the package list, so that cached roots are rebuilt.
+case "$kind" in
+sid)
+	name=sid-py suite=sid
+	stamp_text="heaplens sid root v1: python3.14 python3.15 gcc"
+	# gcc builds the tests' C extension modules against each interpreter.
+	pkgs=(python3.14 python3.14-dev python3.15 python3.15-dev gcc libc6-dev)
+	;;
+bullseye)
+	name=bullseye suite=bullseye
+	stamp_text="heaplens bullseye root v1: python3 pip venv gcc multilib musl"
+	# pip installs the wheel; gcc builds the known-answer programs; gcc-multilib
+	# and musl-tools build the programs the library cannot load into.
+	pkgs=(python3 python3-pip python3-venv gcc libc6-dev gcc-multilib musl-tools)
+	;;
+*)
+	echo "debroot: unknown root $kind" >&2
+	exit 2
+	;;
+esac
+root="${2:-$cache/heaplens/roots/$name}"
+stamp="$root/.heaplens-root"
+ready() { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$stamp_text" ]; }
+ready && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "debroot: debootstrap and chroot need root" >&2
+	exit 1
+fi
+if ! command -v debootstrap >/dev/null 2>&1; then
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+fi
+
+# The machine's own Debian mirror: the only place packages may come from.
+mirror=$(grep -hoE '^(URIs:[[:space:]]*|deb[[:space:]]+(\[[^]]*\][[:space:]]+)?)https?://[^[:space:]]+/debian/?([[:space:]]|$)' \
+	/etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list 2>/dev/null |
+	grep -oE 'https?://[^[:space:]]+' | head -1 || true)
+if [ -z "$mirror" ]; then
+	echo "debroot: no Debian mirror in /etc/apt/sources.list*" >&2
+	exit 1
+fi
+
+# One builder at a time (several clones share the cache): the others wait, then find it ready.
+mkdir -p "$(dirname "$root")"
+exec 9>"$root.lock"
+flock 9
+ready && exit 0
+
+tmp="$root.tmp"
+rm -rf "$root"
+if [ ! -f "$tmp/.debootstrap-done" ]; then
+	rm -rf "$tmp"
+	echo "debroot: debootstrap $suite from $mirror into $tmp (a few minutes)" >&2
+	debootstrap --variant=minbase "$suite" "$tmp" "$mirror" >"$tmp.log" 2>&1 || {
+		tail -20 "$tmp.log" >&2
+		exit 1
+	}
+	touch "$tmp/.debootstrap-done"
+fi
+
+# Release files may be older than apt's validity window on a snapshot
+# mirror; the signature is still checked.
+in_root() { chroot "$tmp" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive "$@"; }
+in_root apt-get -qq -o Acquire::Check-Valid-Until=false update
+in_root apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >>"$tmp.log" 2>&1 || {
+	tail -20 "$tmp.log" >&2
+	exit 1
+}
+in_root apt-get clean
+rm -f "$tmp/.debootstrap-done"
+echo "$stamp_text" >"$tmp/.heaplens-root"
+mv "$tmp" "$root"
+rm -f "$tmp.log"
+echo "debroot: $root ready" >&2
