@@ -44,7 +44,7 @@ func TestCLIMessages(t *testing.T) {
 		{name: "bad flag", args: []string{"run", "--bogus", "--", "true"}, code: 2,
 			stderr: []string{"flag provided but not defined: -bogus", "usage: heaplens run"}},
 		{name: "push not http", args: []string{"run", "--push", "ftp://x", "--", "true"}, code: 2, stderr: []string{`--push "ftp://x": want the server's http:// or https:// URL`}},
-		{name: "app without push", args: []string{"run", "--app", "x", "--", "true"}, code: 2, stderr: []string{"--app, --label and --push-tenant go with --push"}},
+		{name: "app without push", args: []string{"run", "--app", "x", "--", "true"}, code: 2, stderr: []string{"--app, --push-queue and --otlp-command-line go with --push or --otlp"}},
 		{name: "push too often", args: []string{"run", "--push", "http://127.0.0.1:1", "--push-every", "100ms", "--", "true"}, code: 2, stderr: []string{"--push-every 100ms: at least 1s"}},
 		{name: "bad label", args: []string{"run", "--push", "http://127.0.0.1:1", "--label", "env=a,b", "--", "true"}, code: 2, stderr: []string{`label "env=a,b": the value must`}},
 		{name: "pprof bad address", args: []string{"run", "--pprof-addr", "256.0.0.1:1", "--", "true"}, code: 1, stderr: []string{"heaplens run: --pprof-addr: listen tcp"}},
