@@ -114,12 +114,8 @@ struct tls {
 	uint64_t creator;       /* in a Python process, the token of the thread that created this one (pools.c) */
 	uint64_t session;       /* attached: the session this thread's sampler was set up for */
 	uint64_t epoch;         /* attached: heaplens_control.epoch when this thread last looked */
-	/*
-	 * The CFA of the outermost frame libgcc last found on this thread's
-	 * stack: no frame of it lies above, so the unwind tables' walk reads
-	 * nothing there (unwind.c). 0 until libgcc has walked this thread.
-	 */
-	uintptr_t stack_top, walk_top;
+	/* This thread's own stack (stacks.c): 0, 0 until its first sample; 0, 1 if it cannot be known. */
+	uintptr_t stk_lo, stk_hi;
 	struct scratch *scratch; /* NULL until the thread's first sample (scratch.c) */
 	int scratch_gone;        /* the thread is ending: its scratch was unmapped */
 };
@@ -132,8 +128,19 @@ struct scratch {
 	uint32_t rule_of[256];
 	uintptr_t frames[HL_MAX_FRAMES];
 	uint64_t py[2 * HL_MAX_PYFRAMES]; /* code pointer, position word: see heaplens_ring.h */
+	char buf[4096];                   /* a path, or lines of /proc/self/maps: not on the caller's stack */
+	uintptr_t foreign_lo, foreign_hi; /* the last stack found that is not the thread's own (stacks.c) */
+	unsigned char vec[256];           /* mincore's answer over that stack */
 };
 struct scratch *scratch_get(void); /* NULL: none can be had, the sample is dropped */
+
+/* stacks.c: the stack a walk is on; it reads only within [lo, hi). */
+struct stack_region {
+	uintptr_t lo, hi;
+	int own; /* the thread's own stack, not a signal's, a coroutine's or a ucontext's */
+};
+void stacks_init(void);
+int stack_of(uintptr_t sp, struct stack_region *r);
 
 /*
  * Preloaded, the library's thread-local block sits in the static TLS block
@@ -352,7 +359,13 @@ struct walk_start {
 		const uintptr_t *fp_ = __builtin_frame_address(0); \
 		(struct walk_start){fp_[1], (uintptr_t)(fp_ + 2), fp_[0]}; \
 	})
-int table_walk(uintptr_t top, const struct walk_start *from);
+/* How a table walk ended: at the outermost frame, at a frame no table covers yet (libgcc may go on), or cut. */
+enum { WALK_DONE, WALK_LIBGCC, WALK_CUT };
+int table_walk(const struct walk_start *from, struct stack_region *r);
+int table_rule(uintptr_t look, uint32_t *rule); /* the rule of the row holding look, from the tables; 0 if none */
+int sigreturn_at(uintptr_t pc); /* pc is the kernel's signal return trampoline (__restore_rt) */
+#define NO_FDE (-2)
+int fde_rule(uintptr_t look, uint32_t *rule); /* cfi.c: the rule from the module's .eh_frame, for code no table covers */
 
 /* The ring, for records python.c writes. */
 struct hl_ring_header *ring_now(void);

@@ -27,6 +27,8 @@ if [ "${1:-}" != demo ]; then
 	pkg python3-dev # the pytest plugin test builds a C extension module for /usr/bin/python3
 	pkg python3-venv # make wheel builds in a venv; the wheel tests install into fresh ones
 	pkg libpython3.11-testsuite # CPython's own regression tests, run bare and under heaplens (test/cpython)
+	pkg python3-greenlet # greenlet and gevent switch slices of the C stack: test/e2e/walks_test.go
+	pkg python3-gevent
 fi
 
 if [ ${#need[@]} -gt 0 ]; then
