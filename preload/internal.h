@@ -140,7 +140,7 @@ struct stack_region {
 	int own; /* the thread's own stack, not a signal's, a coroutine's or a ucontext's */
 };
 void stacks_init(void);
-int stack_of(uintptr_t sp, struct stack_region *r);
+int stack_elsewhere(uintptr_t sp, struct stack_region *r);
 
 /*
  * Preloaded, the library's thread-local block sits in the static TLS block
@@ -156,6 +156,16 @@ int stack_of(uintptr_t sp, struct stack_region *r);
 #define HL_TLS_MODEL "initial-exec"
 #endif
 extern _Thread_local struct tls tls __asm__("heaplens_tls") __attribute__((tls_model(HL_TLS_MODEL)));
+
+/* The stack that holds sp, into *r; 0 if it cannot be known. Needs tls.scratch. */
+static inline int stack_of(uintptr_t sp, struct stack_region *r)
+{
+	if (likely(sp - tls.stk_lo < tls.stk_hi - tls.stk_lo)) {
+		r->lo = tls.stk_lo, r->hi = tls.stk_hi, r->own = 1;
+		return 1;
+	}
+	return stack_elsewhere(sp, r);
+}
 
 static inline uint32_t tid(void)
 {

@@ -134,16 +134,18 @@ static void own_stack(uintptr_t sp)
 }
 
 /*
- * The stack that holds sp, into *r; 0 if it cannot be known (the walk
- * then records no native frame). Needs tls.scratch.
+ * stack_of's slow path: sp is not on this thread's own stack as far as it
+ * knows (or it does not know that stack yet). 0 if the stack cannot be
+ * known: the walk then records no native frame.
  */
-int stack_of(uintptr_t sp, struct stack_region *r)
+COLD int stack_elsewhere(uintptr_t sp, struct stack_region *r)
 {
-	if (unlikely(!tls.stk_hi))
+	if (!tls.stk_hi) {
 		own_stack(sp);
-	if (likely(sp - tls.stk_lo < tls.stk_hi - tls.stk_lo)) {
-		r->lo = tls.stk_lo, r->hi = tls.stk_hi, r->own = 1;
-		return 1;
+		if (sp - tls.stk_lo < tls.stk_hi - tls.stk_lo) {
+			r->lo = tls.stk_lo, r->hi = tls.stk_hi, r->own = 1;
+			return 1;
+		}
 	}
 	r->own = 0;
 	stack_t ss;

@@ -193,70 +193,93 @@ static int through_signal(uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, struct st
 
 #define MAX_SIGNAL_FRAMES 8 /* nested handlers; a loop of forged ones ends here */
 
+/* A walk's registers, where it leaves its loop for a frame whose rule is not a table's row. */
+struct walk_regs {
+	uintptr_t pc, sp, bp, look;
+	uint32_t n, signals;
+};
+
+/*
+ * The frame at w->pc has no rule the walk follows: a signal frame, stepped
+ * through (-1: the walk goes on from w), or the end of the walk, as
+ * table_walk returns. Out of the walk's loop, which keeps its registers.
+ */
+static COLD int other_frame(struct walk_regs *w, struct stack_region *r)
+{
+	uintptr_t self_lo = RELAXED(g.self_lo), self_len = RELAXED(g.self_hi) - self_lo;
+	uint32_t rule;
+	if (w->look == w->pc - 1 && w->signals < MAX_SIGNAL_FRAMES && sigreturn_at(w->pc)) {
+		if (!through_signal(&w->pc, &w->sp, &w->bp, r))
+			return WALK_CUT;
+		w->signals++, w->look = w->pc; /* the interrupted instruction, not a return address */
+		if (w->pc - self_lo >= self_len && w->n < HL_MAX_FRAMES)
+			tls.scratch->frames[w->n++] = w->pc;
+		return w->n < HL_MAX_FRAMES ? -1 : WALK_DONE;
+	}
+	struct walk_module m = {0};
+	int got = rule_at(w->look, &m, &rule);
+	if (got == NO_CODE && !new_module(w->pc)) { /* a return into no code: not a frame */
+		w->n -= w->n > 0 && tls.scratch->frames[w->n - 1] == w->pc;
+		return WALK_CUT;
+	}
+	if (fde_rule(w->look, &rule) == NO_FDE)
+		return WALK_DONE; /* code that no FDE describes: the stack ends here, as libgcc's walk would */
+	return WALK_LIBGCC;
+}
+
 /*
  * Walks this thread's stack into tls.scratch->frames from the frame from
  * describes (the caller of the library's entry point), skipping the
  * library's own frames, reading only within the stack r (updated when it
  * steps through a signal frame onto another stack). Returns WALK_DONE at
  * the outermost frame (or the frame limit); WALK_LIBGCC at a frame whose
- * code no table covers (yet: a module whose table the agent has not
- * written, a library loaded since the last scan, a rule of kind 2):
- * libgcc may go on from the start; WALK_CUT where the stack cannot be
- * followed: a return address into no code (a coroutine's stale slice of
- * the stack, a forged frame), a frame outside the stack. A table that does
- * not describe the code gives wrong frames, never a read outside the
- * stack.
+ * rule neither the tables nor its FDE give as one the walk follows (a row
+ * of kind 2): libgcc may go on from the start; WALK_CUT where the stack
+ * cannot be followed: a return address into no code (a coroutine's stale
+ * slice of the stack, a forged frame), a frame outside the stack. A table
+ * that does not describe the code gives wrong frames, never a read outside
+ * the stack.
  */
 __attribute__((noinline)) int table_walk(const struct walk_start *from, struct stack_region *r)
 {
-	uintptr_t pc = from->pc, sp = from->sp, bp = from->bp, look = pc - 1;
+	struct scratch *s = tls.scratch;
+	uintptr_t pc = from->pc, sp = from->sp, bp = from->bp, look = pc - 1, hi = r->hi;
 	uintptr_t self_lo = RELAXED(g.self_lo), self_len = RELAXED(g.self_hi) - self_lo;
-	uint32_t n = 0, rule, signals = 0;
-	int end = WALK_DONE;
+	uint32_t n = 0, rule;
+	struct walk_regs wr = {.signals = 0};
 	if (pc - self_lo >= self_len)
-		tls.scratch->frames[n++] = pc;
+		s->frames[n++] = pc;
 	struct walk_module w = {0};
 	for (;;) {
 		/* A thread's stacks share most frames: a small cache of rules by address first. */
 		size_t c = (size_t)((look * 0x9e3779b97f4a7c15ull) >> 56);
-		int got = 1;
-		if (tls.scratch->rule_pc[c] == look)
-			rule = tls.scratch->rule_of[c];
+		int got;
+		if (s->rule_pc[c] == look)
+			rule = s->rule_of[c];
 		else if ((got = rule_at(look, &w, &rule)) > 0 ||
 			 /* no table yet, or a library loaded since the last scan: its .eh_frame */
-			 ((got == NO_TABLE || new_module(look + 1)) && (got = fde_rule(look, &rule)) > 0))
-			tls.scratch->rule_pc[c] = look, tls.scratch->rule_of[c] = rule;
-		uint32_t kind = got > 0 ? rule >> 24 & 3 : KIND_UNKNOWN, k = rule >> 16 & 0xff;
+			 ((got == NO_TABLE || new_module(look + 1)) && fde_rule(look, &rule) > 0))
+			s->rule_pc[c] = look, s->rule_of[c] = rule;
+		else
+			rule = (uint32_t)KIND_UNKNOWN << 24;
+		uint32_t kind = rule >> 24 & 3, k = rule >> 16 & 0xff;
 		if (kind == KIND_END)
 			break;
-		if (kind == KIND_UNKNOWN) {
-			if (look == pc - 1 && signals < MAX_SIGNAL_FRAMES && sigreturn_at(pc)) {
-				if (!through_signal(&pc, &sp, &bp, r)) {
-					end = WALK_CUT;
-					break;
-				}
-				signals++, look = pc; /* the interrupted instruction, not a return address */
-				if (pc - self_lo < self_len)
-					continue;
-				if (n >= HL_MAX_FRAMES)
-					break;
-				tls.scratch->frames[n++] = pc;
-				continue;
+		if (unlikely(kind == KIND_UNKNOWN)) {
+			wr.pc = pc, wr.sp = sp, wr.bp = bp, wr.look = look, wr.n = n;
+			int end = other_frame(&wr, r);
+			pc = wr.pc, sp = wr.sp, bp = wr.bp, look = wr.look, n = wr.n, hi = r->hi;
+			if (end >= 0) {
+				tls.nframes = n;
+				return end;
 			}
-			if (got == NO_CODE && !new_module(pc)) { /* a return into no code: not a frame */
-				n -= n > 0 && tls.scratch->frames[n - 1] == pc;
-				end = WALK_CUT;
-			} else if (got == NO_FDE || (got > 0 && fde_rule(look, &rule) == NO_FDE))
-				break; /* code that no FDE describes: the stack ends here, as libgcc's walk would */
-			else
-				end = WALK_LIBGCC;
-			break;
+			continue;
 		}
 		uintptr_t cfa = (kind == KIND_RSP ? sp : bp) + (rule & 0xffff);
-		if (cfa < sp + 8 || cfa > r->hi || cfa - sp > (kind == KIND_RSP ? MAX_FRAME_SP : MAX_FRAME_BP) ||
+		if (cfa < sp + 8 || cfa > hi || cfa - sp > (kind == KIND_RSP ? MAX_FRAME_SP : MAX_FRAME_BP) ||
 		    8 * (uintptr_t)k > cfa - sp) {
-			end = WALK_CUT;
-			break;
+			tls.nframes = n;
+			return WALK_CUT;
 		}
 		const uintptr_t *frame = (const uintptr_t *)cfa;
 		pc = frame[-1];
@@ -269,8 +292,8 @@ __attribute__((noinline)) int table_walk(const struct walk_start *from, struct s
 			continue;
 		if (n >= HL_MAX_FRAMES)
 			break;
-		tls.scratch->frames[n++] = pc;
+		s->frames[n++] = pc;
 	}
 	tls.nframes = n;
-	return end;
+	return WALK_DONE;
 }
