@@ -116,21 +116,20 @@ out:
 	return found;
 }
 
-/* This thread's own stack, into tls.stk_lo/hi, once (tls.stk_hi stays 1 if it cannot be known). */
+/*
+ * This thread's own stack, into tls.stk_lo/hi, once (tls.stk_hi stays 1 if
+ * it cannot be known), even if this first sample is on another stack.
+ */
 static void own_stack(uintptr_t sp)
 {
 	uintptr_t tp, lo, hi;
 	__asm__("mov %%fs:0, %0" : "=r"(tp));
 	tls.stk_lo = 0, tls.stk_hi = 1;
-	if (sp - main_lo < main_hi - main_lo) {
+	if ((sp - main_lo < main_hi - main_lo || syscall(SYS_gettid) == getpid()) && main_hi)
 		tls.stk_lo = main_lo, tls.stk_hi = main_hi;
-		return;
-	}
 	/* glibc's threads: stack, static TLS and descriptor in one mapping, the descriptor at the top. */
-	if (mapping_of(tp - 1, &lo, &hi) && sp - lo < tp - lo)
+	else if (mapping_of(tp - 1, &lo, &hi))
 		tls.stk_lo = lo, tls.stk_hi = tp;
-	else if (syscall(SYS_gettid) == getpid() && main_hi)
-		tls.stk_lo = main_lo, tls.stk_hi = main_hi; /* first sampled on another stack */
 }
 
 /*
