@@ -370,7 +370,7 @@ struct walk_start {
 		(struct walk_start){fp_[1], (uintptr_t)(fp_ + 2), fp_[0]}; \
 	})
 /* How a table walk ended: at the outermost frame, at a frame no table covers yet (libgcc may go on), or cut. */
-enum { WALK_DONE, WALK_LIBGCC, WALK_CUT };
+enum { WALK_DONE, WALK_LIBGCC, WALK_CUT, WALK_UNSCANNED /* done, through a library loaded since the last scan */ };
 int table_walk(const struct walk_start *from, struct stack_region *r);
 int table_rule(uintptr_t look, uint32_t *rule); /* the rule of the row holding look, from the tables; 0 if none */
 int sigreturn_at(uintptr_t pc); /* pc is the kernel's signal return trampoline (__restore_rt) */

@@ -216,30 +216,26 @@ static int walk_native(struct hl_ring_header *h, const struct walk_start *from, 
 	}
 	struct stack_region r = *on;
 	int libgcc_ok = r.own && from->sp - r.lo >= LIBGCC_STACK;
-#ifndef HEAPLENS_ATTACH
 	int end = table_walk(from, &r);
-	if (end == WALK_DONE) {
+	if (end == WALK_DONE || end == WALK_UNSCANNED) {
 		__atomic_fetch_add(&h->unwind_tables, 1, __ATOMIC_RELAXED);
-		if (!g.unwind_check || !libgcc_ok)
-			return 1;
-		/* Compared by length and hash (no room for a copy of 4096 frames); tls.scratch->py is not walked yet, the same in both. */
-		uint32_t n = tls.nframes;
-		uint64_t sum = stack_hash(0);
-		libgcc_walk(&r);
-		if (tls.nframes != n || stack_hash(0) != sum)
-			__atomic_fetch_add(&h->unwind_differed, 1, __ATOMIC_RELAXED);
-		return 0;
+#ifndef HEAPLENS_ATTACH
+		if (g.unwind_check && libgcc_ok) {
+			/* Compared by length and hash (no room for a copy of 4096 frames); tls.scratch->py is not walked yet, the same in both. */
+			uint32_t n = tls.nframes;
+			uint64_t sum = stack_hash(0);
+			libgcc_walk(&r);
+			if (tls.nframes != n || stack_hash(0) != sum)
+				__atomic_fetch_add(&h->unwind_differed, 1, __ATOMIC_RELAXED);
+			return 0;
+		}
+#endif
+		return end == WALK_DONE;
 	}
 	if (end == WALK_CUT || !libgcc_ok) {
 		*cut = 1; /* the frames found so far stay */
 		return 0;
 	}
-#else
-	if (!libgcc_ok) {
-		*cut = 1;
-		return 0;
-	}
-#endif
 	__atomic_fetch_add(&h->unwind_libgcc, 1, __ATOMIC_RELAXED);
 	*cut = libgcc_walk(&r);
 	return 0;

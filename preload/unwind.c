@@ -65,6 +65,9 @@ static int table_load(struct module *m)
 	uint32_t st = __atomic_load_n(&m->tab_state, __ATOMIC_ACQUIRE);
 	if (st == TAB_READY)
 		return 1;
+#ifdef HEAPLENS_ATTACH
+	return 0; /* attached, the agent writes no tables: every frame's rule comes from its FDE */
+#endif
 	if (st != TAB_NEW || !m->id_len || !g.dir)
 		return 0;
 	int64_t now = now_ns(CLOCK_MONOTONIC);
@@ -197,6 +200,7 @@ static int through_signal(uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, struct st
 struct walk_regs {
 	uintptr_t pc, sp, bp, look;
 	uint32_t n, signals;
+	int unscanned; /* a frame is in a library the module table does not have yet */
 };
 
 /*
@@ -246,7 +250,7 @@ __attribute__((noinline)) int table_walk(const struct walk_start *from, struct s
 	uintptr_t pc = from->pc, sp = from->sp, bp = from->bp, look = pc - 1, hi = r->hi;
 	uintptr_t self_lo = RELAXED(g.self_lo), self_len = RELAXED(g.self_hi) - self_lo;
 	uint32_t n = 0, rule;
-	struct walk_regs wr = {.signals = 0};
+	struct walk_regs wr = {.signals = 0, .unscanned = 0};
 	if (pc - self_lo >= self_len)
 		s->frames[n++] = pc;
 	struct walk_module w = {0};
@@ -256,10 +260,10 @@ __attribute__((noinline)) int table_walk(const struct walk_start *from, struct s
 		int got;
 		if (s->rule_pc[c] == look)
 			rule = s->rule_of[c];
-		else if ((got = rule_at(look, &w, &rule)) > 0 ||
-			 /* no table yet, or a library loaded since the last scan: its .eh_frame */
-			 ((got == NO_TABLE || new_module(look + 1)) && fde_rule(look, &rule) > 0))
-			s->rule_pc[c] = look, s->rule_of[c] = rule;
+		else if ((got = rule_at(look, &w, &rule)) > 0 || (got == NO_TABLE && fde_rule(look, &rule) > 0))
+			s->rule_pc[c] = look, s->rule_of[c] = rule; /* no table yet: its .eh_frame's rule */
+		else if (got == NO_CODE && new_module(look + 1) && fde_rule(look, &rule) > 0)
+			wr.unscanned = 1; /* a library loaded since the last scan: not cached, so that the next walk says so too */
 		else
 			rule = (uint32_t)KIND_UNKNOWN << 24;
 		uint32_t kind = rule >> 24 & 3, k = rule >> 16 & 0xff;
@@ -295,5 +299,5 @@ __attribute__((noinline)) int table_walk(const struct walk_start *from, struct s
 		s->frames[n++] = pc;
 	}
 	tls.nframes = n;
-	return WALK_DONE;
+	return wr.unscanned ? WALK_UNSCANNED : WALK_DONE;
 }
