@@ -215,6 +215,8 @@ int fde_rule(uintptr_t look, uint32_t *rule)
 		return 0;
 	struct cursor a = {c.p, c.end, 0};
 	uint64_t n = uleb(&a);
+	if (a.bad || n > (uint64_t)(c.end - a.p))
+		return 0;
 	a.end = a.p + n, c.p = a.end;
 	for (size_t i = 1; i < alen; i++) {
 		if (aug[i] == 'R')

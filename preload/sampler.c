@@ -397,8 +397,8 @@ COLD void record_alloc(void *p, size_t n, int func)
 		count_drop(&h->dropped_alloc);
 		goto out;
 	}
-	if (tls.nframes >= HL_MAX_FRAMES) /* the run warns of these; a walk cut short is marked in its stack only */
-		__atomic_fetch_add(&h->truncated_stacks, 1, __ATOMIC_RELAXED);
+	if (flags & HL_ALLOC_TRUNCATED)
+		__atomic_fetch_add(tls.nframes >= HL_MAX_FRAMES ? &h->truncated_stacks : &h->walks_cut, 1, __ATOMIC_RELAXED);
 	now = now_ns(CLOCK_MONOTONIC);
 	ring_put(pos + 8, (uint64_t)now);
 	ring_put(pos + 16, (uint64_t)(uintptr_t)p);

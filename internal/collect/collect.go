@@ -810,6 +810,11 @@ func (c *Collector) end(s *stream, replaced bool) error {
 		c.warn("pid %d (%s): its own malloc comes before heaplens's, so its heap allocations were not seen (only its mmaps were); "+
 			"docs/allocators.md says which allocators heaplens sees", h.PID, command(h))
 	}
+	if cnt.WalksCut > 0 && c.w != nil { // for reports, not a warning: greenlet programs have them by design
+		c.w.Note(&capture.Note{Stream: s.id, Text: fmt.Sprintf(
+			"pid %d: %d sampled stacks end where the native walk could not follow the stack further (a coroutine's, above its first frame; a small signal stack), marked \"[outer frames cut: …]\" at their root",
+			s.hdr.PID, cnt.WalksCut)})
+	}
 	if cnt.AllocatorMaps > 0 && c.w != nil { // for reports, not a warning
 		c.w.Note(&capture.Note{Stream: s.id, Text: fmt.Sprintf(
 			"pid %d: %s took %s in %d mappings for itself: the blocks in them are counted, the mappings are not",
