@@ -219,4 +219,19 @@ func TestSmallSignalStack(t *testing.T) {
 	if profiled-bare > 1024 {
 		t.Errorf("a sample used %d bytes of the signal stack, want at most 1 KiB", profiled-bare)
 	}
+
+	// A stack 600 bytes larger than the handler needs bare leaves no room
+	// for a sample: it is dropped (counted), not taken over the stack's end.
+	tight := strconv.Itoa((bare + 600 + 63) &^ 63)
+	command := []string{bin, "200", "plain", tight, tight}
+	bareTight := run(t, time.Minute, command[0], command[1:]...)
+	res := run(t, time.Minute, heaplensBin(t), append([]string{"run", "-o", filepath.Join(dir, "tight.hlc"), "--rate", "1", "--"}, command...)...)
+	m := dropped.FindStringSubmatch(res.stderr)
+	if bareTight.code != 0 || res.code != 0 || res.stdout != bareTight.stdout || m == nil {
+		t.Fatalf("on %s-byte signal stacks: exit %d, stdout %q; bare: exit %d, stdout %q\nstderr: %s", tight, res.code, res.stdout, bareTight.code, bareTight.stdout, res.stderr)
+	}
+	t.Logf("on %s-byte signal stacks: as bare, %s of the 400 handler allocations dropped", tight, m[1])
+	if n, _ := strconv.Atoi(m[1]); n < 400 {
+		t.Errorf("on %s-byte signal stacks %d allocations dropped, want the 400 of the handler: a sample there would have overflowed the stack", tight, n)
+	}
 }

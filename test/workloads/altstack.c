@@ -3,9 +3,10 @@
  * 7 KiB: above MINSIGSTKSZ, below what a deep unwinder needs). Each size
  * takes ROUNDS signals; each handler call keeps one block of a known size
  * (handler_alloc), so the profile must show ROUNDS * (HSIZE) bytes there per
- * stack size. Usage: altstack [rounds [paint]]. Prints a checksum and
- * "done"; with paint, also the most of the alternate stack any handler
- * call used (painted before each signal, the untouched paint measured after).
+ * stack size. Usage: altstack [rounds [paint|plain [size1 size2]]] (sizes
+ * in bytes, at most 7 KiB). Prints a checksum and "done"; with paint, also
+ * the most of the alternate stack any handler call used (painted before
+ * each signal, the untouched paint measured after).
  */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -46,7 +47,11 @@ int main(int argc, char **argv)
 	size_t used = 0;
 	if (rounds < 1 || rounds > MAXROUNDS)
 		return 2;
-	static const size_t sizes[] = {6 << 10, 7 << 10};
+	size_t sizes[] = {6 << 10, 7 << 10};
+	for (int s = 0; s < 2 && argc > 3 + s; s++)
+		sizes[s] = (size_t)atoi(argv[3 + s]);
+	if (sizes[0] < 2048 || sizes[0] > 7 << 10 || sizes[1] < 2048 || sizes[1] > 7 << 10) /* 2048: the ABI's MINSIGSTKSZ */
+		return 2;
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_usr1;
