@@ -98,11 +98,13 @@ COLD int sample_slow(size_t n)
 
 /*
  * libgcc's walk, kept within the stack: libgcc reads wherever a frame's
- * rules say, so each frame it reports is checked before it computes that
- * frame's caller, and the walk ends (cut) at the first that would lead
- * outside: a frame outside the stack, a return address into no code, or a
- * frame found from rbp where rbp is not within the stack (a stale slice of
- * a coroutine's stack, as greenlet's switching leaves above each one).
+ * rules say (and the code at any return address it meets), so each frame
+ * it reports is checked before it finds that frame's caller, and the walk
+ * ends (cut) at the first that would lead outside: a frame outside the
+ * stack or in no code; where the frame's rule is known, a caller's frame
+ * outside the stack or a return into no code (a stale slice of a
+ * coroutine's stack, as greenlet's switching leaves above each one); where
+ * it is not, an rbp outside the stack.
  */
 struct libgcc_walk {
 	uintptr_t lo, hi, last;
@@ -199,13 +201,13 @@ static uint64_t stack_hash(uint32_t flags)
 #define SAMPLE_ROOM 1024u
 
 /*
- * The native stack into tls.scratch->frames: from the agent's unwind
- * tables, else by libgcc where that is safe (the tables do not cover a
- * frame yet; on the thread's own stack with room to spare), else cut
- * there. Each read is within the stack the sample runs on (stacks.c). In
- * check mode, libgcc's walk too, compared. 1: every frame is in a module
- * the agent knows (the tables' walk found them all). *cut: the walk ended
- * before the outermost frame.
+ * The native stack into tls.scratch->frames: with the rules of the agent's
+ * unwind tables or, where none covers a frame yet, of its FDE (cfi.c); at
+ * a frame whose rule neither gives, by libgcc where that is safe (on the
+ * thread's own stack with room to spare), else cut there. Each read is
+ * within the stack the sample runs on (stacks.c). In check mode, libgcc's
+ * walk too, compared. 1: every frame is in a module the library has
+ * scanned. *cut: the walk ended before the outermost frame.
  */
 static int walk_native(struct hl_ring_header *h, const struct walk_start *from, const struct stack_region *on, int *cut)
 {

@@ -1,8 +1,8 @@
 /*
  * Where the stack a sample runs on begins and ends, so that a walk reads
  * nothing outside it (docs/unwind-format.md, "Stacks"). A thread's own
- * stack is known once: the main thread's from __libc_stack_end and
- * RLIMIT_STACK at start-up, another's from the mapping that holds its
+ * stack is known once: the main thread's from AT_EXECFN and RLIMIT_STACK
+ * at start-up, another's from the mapping that holds its
  * thread pointer (glibc puts the thread's descriptor at the top of its
  * stack), read from /proc/self/maps at its first sample. Any other stack
  * (a signal's alternate stack, a coroutine's or a ucontext's) is found
@@ -41,7 +41,7 @@ void stacks_init(void)
 {
 	struct rlimit rl;
 	uintptr_t top = (uintptr_t)__libc_stack_end, fn = (uintptr_t)getauxval(AT_EXECFN);
-	if (fn > top && fn - top < (1u << 20)) /* as it should be: in the same mapping, above */
+	if (fn > top && fn - top < (256u << 20)) /* as it should be: above, past the arguments and environment */
 		top = fn + strlen((const char *)fn) + 1;
 	uintptr_t hi = (top + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
 	uint64_t deep = 8u << 20;
