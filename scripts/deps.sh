@@ -29,6 +29,7 @@ if [ "${1:-}" != demo ]; then
 	pkg libpython3.11-testsuite # CPython's own regression tests, run bare and under heaplens (test/cpython)
 	pkg python3-greenlet # greenlet and gevent switch slices of the C stack: test/e2e/walks_test.go
 	pkg python3-gevent
+	pkg python3-eventlet
 fi
 
 if [ ${#need[@]} -gt 0 ]; then

@@ -3,7 +3,8 @@
 # copies each one's slice of the C stack in and out, so the frames above a
 # greenlet's own are another's, or stale. Each greenlet keeps ROUNDS bytes
 # objects of 2000 + its index bytes, allocated at the line marked glet.
-# Usage: greenlets.py [rounds] [gevent]. Prints a checksum and "done".
+# Usage: greenlets.py [rounds] [greenlet|gevent|eventlet]. Prints a checksum
+# and "done".
 import sys
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 50
@@ -56,6 +57,13 @@ def run_gevent():
     return sum(j.value for j in jobs)
 
 
-total = run_gevent() if "gevent" in sys.argv[2:] else run_greenlets()
+def run_eventlet():
+    import eventlet
+    pool = [eventlet.spawn(at_depth, i % 13, lambda i=i: dive(i, (i * 7) % 40, lambda: eventlet.sleep(0))) for i in range(N)]
+    return sum(g.wait() for g in pool)
+
+
+mode = sys.argv[2] if len(sys.argv) > 2 else "greenlet"
+total = {"greenlet": run_greenlets, "gevent": run_gevent, "eventlet": run_eventlet}[mode]()
 print(len(kept), total)
 print("done")
