@@ -7,8 +7,9 @@
  * stack), read from /proc/self/maps at its first sample. Any other stack
  * (a signal's alternate stack, a coroutine's or a ucontext's) is found
  * when a sample runs on it: sigaltstack() says the first; the others are
- * the readable mapping that holds sp, remembered per thread and checked
- * with mincore() before each use (it may have been unmapped since).
+ * the readable mapping that holds sp, the last FOREIGN_STACKS of them
+ * remembered per thread and checked with mincore() before each use (one
+ * may have been unmapped since).
  * pthread_getattr_np would do the first job but allocates and, for the
  * main thread, reads /proc itself under a lock.
  */
@@ -153,21 +154,26 @@ COLD int stack_elsewhere(uintptr_t sp, struct stack_region *r)
 		r->lo = (uintptr_t)ss.ss_sp, r->hi = (uintptr_t)ss.ss_sp + ss.ss_size;
 		return 1;
 	}
+	/* The stacks found before (a few coroutines' stacks, each its own mapping), else the maps. */
 	struct scratch *s = tls.scratch;
-	if (!(sp - s->foreign_lo < s->foreign_hi - s->foreign_lo)) {
+	uint32_t i = 0;
+	while (i < FOREIGN_STACKS && !(sp - s->foreign_lo[i] < s->foreign_hi[i] - s->foreign_lo[i]))
+		i++;
+	if (i == FOREIGN_STACKS) {
 		uintptr_t lo, hi;
 		if (!mapping_of(sp, &lo, &hi))
 			return 0;
-		s->foreign_lo = lo, s->foreign_hi = hi;
+		i = s->foreign_next++ % FOREIGN_STACKS;
+		s->foreign_lo[i] = lo, s->foreign_hi[i] = hi;
 	}
 	/* Only as far above sp as the walk may read, and only if every page of that is still mapped. */
-	uintptr_t from = sp & ~(uintptr_t)(PAGE - 1), hi = s->foreign_hi;
+	uintptr_t from = sp & ~(uintptr_t)(PAGE - 1), hi = s->foreign_hi[i];
 	if (hi - from > FOREIGN_SPAN)
 		hi = from + FOREIGN_SPAN;
 	if (syscall(SYS_mincore, from, hi - from, s->vec) != 0) {
-		s->foreign_lo = s->foreign_hi = 0;
+		s->foreign_lo[i] = s->foreign_hi[i] = 0;
 		return 0;
 	}
-	r->lo = s->foreign_lo, r->hi = hi;
+	r->lo = s->foreign_lo[i], r->hi = hi;
 	return 1;
 }

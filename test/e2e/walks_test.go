@@ -164,9 +164,9 @@ func TestGreenletStacks(t *testing.T) {
 	}
 }
 
-// contexts runs 16 coroutines on 32 KiB stacks from malloc
-// (makecontext/swapcontext): walks on them must stay on them, and end at
-// the context's entry.
+// contexts runs 16 coroutines on 32 KiB stacks (makecontext/swapcontext),
+// 8 from malloc, 8 mapped each on its own above a guard page: walks on them
+// must stay on them, and end at the context's entry.
 func TestUcontextStacks(t *testing.T) {
 	dir := t.TempDir()
 	bin := build(t, dir, "contexts.c")

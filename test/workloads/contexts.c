@@ -1,6 +1,7 @@
 /*
- * Coroutines on small heap-allocated stacks (makecontext/swapcontext), as
- * green-thread libraries run them: NCTX contexts, each recursing to its own
+ * Coroutines on small stacks (makecontext/swapcontext), as green-thread
+ * libraries run them, half from malloc, half mapped each on its own with a
+ * guard page below: NCTX contexts, each recursing to its own
  * depth, allocating in ctx_alloc and switching back to main, which resumes
  * them round-robin. Each context keeps ROUNDS blocks of 1000 + its index
  * bytes at ctx_alloc. Usage: contexts [rounds]. Prints a checksum and "done".
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <ucontext.h>
 
 #define NCTX 16
@@ -57,7 +59,13 @@ int main(int argc, char **argv)
 		return 3;
 	for (int i = 0; i < NCTX; i++) {
 		getcontext(&ctx[i]);
-		ctx[i].uc_stack.ss_sp = malloc(STACK);
+		if (i & 1) {
+			char *m = mmap(NULL, STACK + 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (m == MAP_FAILED || mprotect(m, 4096, PROT_NONE))
+				return 3;
+			ctx[i].uc_stack.ss_sp = m + 4096;
+		} else
+			ctx[i].uc_stack.ss_sp = malloc(STACK);
 		ctx[i].uc_stack.ss_size = STACK;
 		ctx[i].uc_link = &main_ctx;
 		if (!ctx[i].uc_stack.ss_sp)
@@ -76,7 +84,10 @@ int main(int argc, char **argv)
 	for (int i = 0; i < nkept; i++)
 		free(kept[i]);
 	for (int i = 0; i < NCTX; i++)
-		free(ctx[i].uc_stack.ss_sp);
+		if (i & 1)
+			munmap((char *)ctx[i].uc_stack.ss_sp - 4096, STACK + 4096);
+		else
+			free(ctx[i].uc_stack.ss_sp);
 	free(kept);
 	printf("blocks %d sum %lu\ndone\n", nkept, sum);
 	return 0;
