@@ -231,6 +231,7 @@ __attribute__((constructor)) static void heaplens_attach_load(void)
 	g.find_object = (int (*)(void *, struct dl_find_object *))dlsym(RTLD_DEFAULT, "_dl_find_object");
 	find_allocator();
 	heapstats_init();
+	stacks_init();
 	pools_init();
 	py_detect();
 	pthread_atfork(NULL, NULL, hl_atfork_child);

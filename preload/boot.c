@@ -237,8 +237,10 @@ void init_global(void)
 	limits_restore(agent);
 	g.unwind_check = (int)env_u64("HEAPLENS_UNWIND_CHECK", 0, 1, 0);
 #ifndef HEAPLENS_HARNESS
-	if (seccomp_inherited()) /* no new system calls: no ring (seccomp.c) */
+	if (seccomp_inherited()) { /* no new system calls: no ring (seccomp.c) */
 		SET_RELAXED(g.sandboxed, 1);
+		seccomp_leave_preload();
+	}
 #endif
 	/* The system call itself: a sanitizer's getrandom may not be set up yet; none under a filter. */
 	if (!g.seeded && (RELAXED(g.sandboxed) ||
@@ -247,6 +249,8 @@ void init_global(void)
 	g.find_object = (int (*)(void *, struct dl_find_object *))dlsym(RTLD_DEFAULT, "_dl_find_object");
 	find_allocator();
 	heapstats_init();
+	if (!RELAXED(g.sandboxed)) /* getrlimit, and libgcc's first lookup: new system calls under a filter */
+		stacks_init();
 	if (g.dir && !g.sanitized && !RELAXED(g.sandboxed) && (g.follow || (uint64_t)getppid() == agent)) {
 		ring_create(0, 0, 0);
 		SET_RELAXED(g.active, g.ring != NULL);

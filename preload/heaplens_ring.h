@@ -67,7 +67,8 @@ struct hl_ring_header {
 	uint32_t allocator_flags;     /* HL_ALLOCATOR_* */
 	uint32_t allocator_len;       /* bytes used in allocator */
 	char allocator[256];          /* path of the module whose malloc the hooks call ("" the executable) */
-	uint8_t pad3[1024 - 624];
+	uint64_t walks_cut;           /* stacks whose walk stopped short of the outermost frame (unwind-format.md, "Stacks") */
+	uint8_t pad3[1024 - 632];
 
 	char cmdline[2048]; /* /proc/self/cmdline: NUL-separated, possibly cut */
 	char exe[1024];     /* readlink(/proc/self/exe) */

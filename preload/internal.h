@@ -114,12 +114,8 @@ struct tls {
 	uint64_t creator;       /* in a Python process, the token of the thread that created this one (pools.c) */
 	uint64_t session;       /* attached: the session this thread's sampler was set up for */
 	uint64_t epoch;         /* attached: heaplens_control.epoch when this thread last looked */
-	/*
-	 * The CFA of the outermost frame libgcc last found on this thread's
-	 * stack: no frame of it lies above, so the unwind tables' walk reads
-	 * nothing there (unwind.c). 0 until libgcc has walked this thread.
-	 */
-	uintptr_t stack_top, walk_top;
+	/* This thread's own stack (stacks.c): 0, 0 until its first sample; 0, 1 if it cannot be known. */
+	uintptr_t stk_lo, stk_hi;
 	struct scratch *scratch; /* NULL until the thread's first sample (scratch.c) */
 	int scratch_gone;        /* the thread is ending: its scratch was unmapped */
 };
@@ -127,13 +123,26 @@ struct tls {
  * What a sample needs beside the countdown, too large for static TLS
  * (scratch.c): a thread's own, mapped on its first sample.
  */
+#define FOREIGN_STACKS 8
 struct scratch {
 	uintptr_t rule_pc[256]; /* the rules this thread's walks looked up last, by address (unwind.c) */
 	uint32_t rule_of[256];
 	uintptr_t frames[HL_MAX_FRAMES];
 	uint64_t py[2 * HL_MAX_PYFRAMES]; /* code pointer, position word: see heaplens_ring.h */
+	char buf[4096];                   /* a path, or lines of /proc/self/maps: not on the caller's stack */
+	uintptr_t foreign_lo[FOREIGN_STACKS], foreign_hi[FOREIGN_STACKS]; /* stacks not the thread's own (stacks.c) */
+	uint32_t foreign_next;            /* the entry a new one replaces */
+	unsigned char vec[256];           /* mincore's answer over one of them */
 };
 struct scratch *scratch_get(void); /* NULL: none can be had, the sample is dropped */
+
+/* stacks.c: the stack a walk is on; it reads only within [lo, hi). */
+struct stack_region {
+	uintptr_t lo, hi;
+	int own; /* the thread's own stack, not a signal's, a coroutine's or a ucontext's */
+};
+void stacks_init(void);
+int stack_elsewhere(uintptr_t sp, struct stack_region *r);
 
 /*
  * Preloaded, the library's thread-local block sits in the static TLS block
@@ -149,6 +158,17 @@ struct scratch *scratch_get(void); /* NULL: none can be had, the sample is dropp
 #define HL_TLS_MODEL "initial-exec"
 #endif
 extern _Thread_local struct tls tls __asm__("heaplens_tls") __attribute__((tls_model(HL_TLS_MODEL)));
+
+/* The stack that holds sp, into *r; 0 if it cannot be known. Needs tls.scratch. */
+static inline int stack_of(uintptr_t sp, struct stack_region *r)
+{
+	if (likely(sp - tls.stk_lo < tls.stk_hi - tls.stk_lo)) {
+		r->lo = tls.stk_lo, r->hi = tls.stk_hi, r->own = 1;
+		return 1;
+	}
+	return stack_elsewhere(sp, r);
+}
+
 
 /* SplitMix64: a seed to a well-mixed 64-bit value, advancing the seed. */
 static inline uint64_t splitmix(uint64_t *s)
@@ -346,6 +366,7 @@ uint64_t limits_ring(uint64_t want); /* the ring size the limit allows, 0 for no
 /* seccomp.c: prctl and syscall wrapped; a filter inherited across exec */
 int seccomp_read(void);      /* at start: the mode (0 none), noted for seccomp_inherited */
 int seccomp_inherited(void); /* started under a filter of the program's */
+void seccomp_leave_preload(void); /* heaplens's LD_PRELOAD entry blanked, for what it execs */
 
 /* ring.c */
 char *put_name(char *q, const char *name); /* g.dir + "/" + name */
@@ -377,7 +398,13 @@ struct walk_start {
 		const uintptr_t *fp_ = __builtin_frame_address(0); \
 		(struct walk_start){fp_[1], (uintptr_t)(fp_ + 2), fp_[0]}; \
 	})
-int table_walk(uintptr_t top, const struct walk_start *from);
+/* How a table walk ended: at the outermost frame, at a frame no table covers yet (libgcc may go on), or cut. */
+enum { WALK_DONE, WALK_LIBGCC, WALK_CUT, WALK_UNSCANNED /* done, through a library loaded since the last scan */ };
+int table_walk(const struct walk_start *from, struct stack_region *r);
+int table_rule(uintptr_t look, uint32_t *rule); /* the rule of the row holding look, from the tables; 0 if none */
+int sigreturn_at(uintptr_t pc); /* pc is the kernel's signal return trampoline (__restore_rt) */
+#define NO_FDE (-2)
+int fde_rule(uintptr_t look, uint32_t *rule); /* cfi.c: the rule from the module's .eh_frame, for code no table covers */
 
 /* The ring, for records python.c writes. */
 struct hl_ring_header *ring_now(void);

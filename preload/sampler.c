@@ -96,29 +96,82 @@ COLD int sample_slow(size_t n)
 }
 
 
+/*
+ * libgcc's walk, kept within the stack: libgcc reads wherever a frame's
+ * rules say (and the code at any return address it meets), so each frame
+ * it reports is checked before it finds that frame's caller, and the walk
+ * ends (cut) at the first that would lead outside: a frame outside the
+ * stack or in no code; where the frame's rule is known, a caller's frame
+ * outside the stack or a return into no code (a stale slice of a
+ * coroutine's stack, as greenlet's switching leaves above each one); where
+ * it is not, an rbp outside the stack.
+ */
+struct libgcc_walk {
+	uintptr_t lo, hi, last;
+	int cut;
+};
+
+/* The rule of the frame at return address ip, from the tables or its .eh_frame; 0 if neither gives one. */
+static int rule_of(uintptr_t ip, uint32_t *rule)
+{
+#ifndef HEAPLENS_ATTACH
+	if (table_rule(ip - 1, rule))
+		return (*rule >> 24 & 3) != 2;
+#endif
+	return fde_rule(ip - 1, rule) > 0;
+}
+
 static _Unwind_Reason_Code unwind_cb(struct _Unwind_Context *ctx, void *arg)
 {
-	(void)arg;
-	uintptr_t ip = _Unwind_GetIP(ctx);
+	struct libgcc_walk *a = arg;
+	uintptr_t ip = _Unwind_GetIP(ctx), cfa = _Unwind_GetCFA(ctx);
 	if (!ip)
 		return _URC_END_OF_STACK;
-	tls.walk_top = _Unwind_GetCFA(ctx);
+	if (cfa < a->last || cfa > a->hi) {
+		a->cut = 1;
+		return _URC_END_OF_STACK;
+	}
+	a->last = cfa;
 	uintptr_t lo = RELAXED(g.self_lo);
 	if (ip - lo < RELAXED(g.self_hi) - lo)
 		return _URC_NO_REASON;
+	uint32_t hint = 0;
+	if (!covered(ip, &hint) && !new_module(ip)) {
+		a->cut = 1;
+		return _URC_END_OF_STACK;
+	}
 	if (tls.nframes >= HL_MAX_FRAMES)
 		return _URC_END_OF_STACK;
 	tls.scratch->frames[tls.nframes++] = ip;
+	/*
+	 * libgcc now finds this frame's caller, and reads the caller's code
+	 * (its FDE, or the bytes of a signal trampoline): where this frame's
+	 * rule is known, the caller's return address is checked first.
+	 */
+	uintptr_t bp = _Unwind_GetGR(ctx, 6);
+	uint32_t rule;
+	if (!rule_of(ip, &rule)) /* libgcc alone knows: only rbp, if not within the stack, could lead outside */
+		return bp - cfa > a->hi - cfa ? (a->cut = 1, _URC_END_OF_STACK) : _URC_NO_REASON;
+	uint32_t kind = rule >> 24 & 3;
+	if (kind == 3)
+		return _URC_NO_REASON;
+	uintptr_t next = (kind == 0 ? cfa : bp) + (rule & 0xffff), ra;
+	if (next < cfa + 8 || next > a->hi || ((ra = ((const uintptr_t *)next)[-1]) && !covered(ra, &hint) && !new_module(ra))) {
+		a->cut = 1;
+		return _URC_END_OF_STACK;
+	}
 	return _URC_NO_REASON;
 }
 
-static void libgcc_walk(void)
+/* 1 if it was cut. */
+static int libgcc_walk(const struct stack_region *r)
 {
-	tls.nframes = 0, tls.walk_top = 0;
+	struct libgcc_walk a = {r->lo, r->hi, r->lo, 0};
+	tls.nframes = 0;
 	__atomic_fetch_add(&g.unwinding, 1, __ATOMIC_SEQ_CST);
-	_Unwind_Backtrace(unwind_cb, NULL);
+	_Unwind_Backtrace(unwind_cb, &a);
 	__atomic_fetch_sub(&g.unwinding, 1, __ATOMIC_RELEASE);
-	tls.stack_top = tls.walk_top;
+	return a.cut;
 }
 
 #ifndef HEAPLENS_ATTACH /* attached: no unwind tables, no stacks by ref (see stack_ref) */
@@ -135,32 +188,58 @@ static uint64_t stack_hash(uint32_t flags)
 #endif
 
 /*
- * The native stack into tls.scratch->frames: from the agent's unwind tables when
- * they cover it, below the top of the stack libgcc last found on this
- * thread, else by libgcc (so the first stack of each thread). In check mode
- * both, compared. 1: every frame is in a module the agent knows (the
- * tables' walk found them all).
+ * libgcc needs several KiB of stack (its context and frame state, the
+ * FDE search): it runs only on a thread's own stack, with this much left
+ * below sp. A signal's alternate stack or a coroutine's may be a few KiB.
  */
-static int walk_native(struct hl_ring_header *h, const struct walk_start *from)
+#define LIBGCC_STACK (16u << 10)
+/*
+ * What a sample uses of the stack below its entry point's frame at most
+ * (measured: TestSmallSignalStack), with a margin: with less left, the
+ * sample is dropped, counted.
+ */
+#define SAMPLE_ROOM 1024u
+
+/*
+ * The native stack into tls.scratch->frames: with the rules of the agent's
+ * unwind tables or, where none covers a frame yet, of its FDE (cfi.c); at
+ * a frame whose rule neither gives, by libgcc where that is safe (on the
+ * thread's own stack with room to spare), else cut there. Each read is
+ * within the stack the sample runs on (stacks.c). In check mode, libgcc's
+ * walk too, compared. 1: every frame is in a module the library has
+ * scanned. *cut: the walk ended before the outermost frame.
+ */
+static int walk_native(struct hl_ring_header *h, const struct walk_start *from, const struct stack_region *on, int *cut)
 {
-#ifndef HEAPLENS_ATTACH
-	if (table_walk(tls.stack_top, from)) {
-		__atomic_fetch_add(&h->unwind_tables, 1, __ATOMIC_RELAXED);
-		if (!g.unwind_check)
-			return 1;
-		/* Compared by length and hash (no room for a copy of 4096 frames); tls.scratch->py is not walked yet, the same in both. */
-		uint32_t n = tls.nframes;
-		uint64_t sum = stack_hash(0);
-		libgcc_walk();
-		if (tls.nframes != n || stack_hash(0) != sum)
-			__atomic_fetch_add(&h->unwind_differed, 1, __ATOMIC_RELAXED);
+	tls.nframes = 0;
+	if (!on) {
+		*cut = 1;
 		return 0;
 	}
-#else
-	(void)from;
+	struct stack_region r = *on;
+	int libgcc_ok = r.own && from->sp - r.lo >= LIBGCC_STACK;
+	int end = table_walk(from, &r);
+	if (end == WALK_DONE || end == WALK_UNSCANNED) {
+		__atomic_fetch_add(&h->unwind_tables, 1, __ATOMIC_RELAXED);
+#ifndef HEAPLENS_ATTACH
+		if (g.unwind_check && libgcc_ok) {
+			/* Compared by length and hash (no room for a copy of 4096 frames); tls.scratch->py is not walked yet, the same in both. */
+			uint32_t n = tls.nframes;
+			uint64_t sum = stack_hash(0);
+			libgcc_walk(&r);
+			if (tls.nframes != n || stack_hash(0) != sum)
+				__atomic_fetch_add(&h->unwind_differed, 1, __ATOMIC_RELAXED);
+			return 0;
+		}
 #endif
+		return end == WALK_DONE;
+	}
+	if (end == WALK_CUT || !libgcc_ok) {
+		*cut = 1; /* the frames found so far stay */
+		return 0;
+	}
 	__atomic_fetch_add(&h->unwind_libgcc, 1, __ATOMIC_RELAXED);
-	libgcc_walk();
+	*cut = libgcc_walk(&r);
 	return 0;
 }
 
@@ -170,15 +249,15 @@ static int walk_native(struct hl_ring_header *h, const struct walk_start *from)
  * every pc (the caller sends the code objects: a stack sent by ref needs
  * none). Returns the ALLOC/ORIGIN flags.
  */
-static uint32_t take_stack(struct hl_ring_header *h, int walked, const struct walk_start *from)
+static uint32_t take_stack(struct hl_ring_header *h, int walked, const struct walk_start *from, const struct stack_region *on)
 {
 	tls.nframes = 0;
-	int known = !RELAXED(g.no_unwind) && walk_native(h, from);
+	int cut = 0, known = !RELAXED(g.no_unwind) && walk_native(h, from, on, &cut);
 	py_check_final();
 	if (!walked)
 		py_walk();
 	uint32_t nf = tls.nframes, flags = 0;
-	if (nf >= HL_MAX_FRAMES)
+	if (nf >= HL_MAX_FRAMES || cut)
 		flags |= HL_ALLOC_TRUNCATED;
 	if (RELAXED(g.unsent))
 		resend_modules();
@@ -295,7 +374,13 @@ COLD void record_alloc(void *p, size_t n, int func)
 		count_drop(&h->dropped_alloc);
 		goto out;
 	}
-	uint32_t flags = take_stack(h, 0, &from);
+	struct stack_region r;
+	int on = stack_of(from.sp, &r);
+	if (on && from.sp - r.lo < SAMPLE_ROOM) { /* a small signal stack, nearly used up: as bare, we must not overflow it */
+		count_drop(&h->dropped_alloc);
+		goto out;
+	}
+	uint32_t flags = take_stack(h, 0, &from, on ? &r : NULL);
 	uint64_t token = 0;
 	uint32_t method = (uint32_t)pool_origin(&token);
 	flags |= method << HL_ALLOC_METHOD_SHIFT;
@@ -315,7 +400,7 @@ COLD void record_alloc(void *p, size_t n, int func)
 		goto out;
 	}
 	if (flags & HL_ALLOC_TRUNCATED)
-		__atomic_fetch_add(&h->truncated_stacks, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(tls.nframes >= HL_MAX_FRAMES ? &h->truncated_stacks : &h->walks_cut, 1, __ATOMIC_RELAXED);
 	now = now_ns(CLOCK_MONOTONIC);
 	ring_put(pos + 8, (uint64_t)now);
 	ring_put(pos + 16, (uint64_t)(uintptr_t)p);
@@ -351,7 +436,13 @@ COLD void record_origin(uint64_t token, int walked)
 		__atomic_fetch_add(&h->dropped_other, 1, __ATOMIC_RELAXED);
 		goto out;
 	}
-	uint32_t flags = take_stack(h, walked, &from);
+	struct stack_region r;
+	int on = stack_of(from.sp, &r);
+	if (on && from.sp - r.lo < SAMPLE_ROOM) {
+		__atomic_fetch_add(&h->dropped_other, 1, __ATOMIC_RELAXED);
+		goto out;
+	}
+	uint32_t flags = take_stack(h, walked, &from, on ? &r : NULL);
 	if (tls.npy)
 		py_emit_codes();
 	uint64_t len = 32 + 8 * stack_words(), pos;

@@ -111,6 +111,31 @@ int seccomp_inherited(void)
 }
 
 /*
+ * Takes heaplens's entry out of LD_PRELOAD, in place (blanks are skipped):
+ * an image exec'd under the filter would get no ring anyway, and the
+ * loader's expansion of the entry's $PLATFORM reads /proc/self/exe, a
+ * system call the filter may kill the process for.
+ */
+void seccomp_leave_preload(void)
+{
+	extern char **environ;
+	for (char **e = environ; e && *e; e++) {
+		if (strncmp(*e, "LD_PRELOAD=", 11))
+			continue;
+		for (char *t = *e + 11; *t;) {
+			size_t n = strcspn(t, ": ");
+			char c = t[n];
+			t[n] = 0;
+			int ours = strstr(t, "libheaplens") != NULL;
+			t[n] = c;
+			if (ours)
+				memset(t, ' ', n);
+			t += n + (c != 0);
+		}
+	}
+}
+
+/*
  * A filter goes in now: the last system calls the library may make. Backs
  * the whole ring, and takes the unwind tables off the list.
  */
@@ -119,15 +144,17 @@ static void sandbox_enter(void)
 	int saved = errno;
 	tls.busy++;
 	/* This thread's scratch and tid, while it may still ask: the filter usually goes in on the thread that works on. */
-	if (RELAXED(g.active)) {
-		scratch_get();
+	if (RELAXED(g.active) && scratch_get()) {
+		struct stack_region r;
 		tid();
+		stack_of((uintptr_t)__builtin_frame_address(0), &r);
 	}
 	if (__atomic_exchange_n(&g.sandboxed, 1, __ATOMIC_ACQ_REL)) {
 		tls.busy--;
 		errno = saved;
 		return;
 	}
+	seccomp_leave_preload();
 	for (uint32_t i = 0; i < __atomic_load_n(&g.nmod, __ATOMIC_ACQUIRE); i++) {
 		uint32_t st = TAB_NEW;
 		__atomic_compare_exchange_n(&g.mod[i].tab_state, &st, TAB_NONE, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <ucontext.h>
+#include <stddef.h>
 
 #include "internal.h"
 
@@ -63,13 +65,16 @@ static int table_load(struct module *m)
 	uint32_t st = __atomic_load_n(&m->tab_state, __ATOMIC_ACQUIRE);
 	if (st == TAB_READY)
 		return 1;
+#ifdef HEAPLENS_ATTACH
+	return 0; /* attached, the agent writes no tables: every frame's rule comes from its FDE */
+#endif
 	if (st != TAB_NEW || !m->id_len || !g.dir)
 		return 0;
 	int64_t now = now_ns(CLOCK_MONOTONIC);
 	if (now < RELAXED(m->tab_retry) ||
 	    !__atomic_compare_exchange_n(&m->tab_state, &st, TAB_LOADING, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return 0;
-	char path[4096];
+	char *path = tls.scratch->buf; /* not the caller's stack: a signal handler's may be small */
 	char *q = put_name(path, "unwind.");
 	for (uint32_t i = 0; i < m->id_len; i++)
 		*q++ = "0123456789abcdef"[m->id[i] >> 4], *q++ = "0123456789abcdef"[m->id[i] & 15];
@@ -120,27 +125,32 @@ static int text_module(uintptr_t pc, uint32_t *hint)
 	return 0;
 }
 
-/* The rule of the row holding pc, from the table of its module; 0 if there is none. */
+/*
+ * The rule of the row holding pc, from the table of its module: 1, or
+ * NO_TABLE (a module without one, yet or for good), or NO_CODE (pc is in
+ * the code of no module we know).
+ */
+enum { NO_CODE = 0, NO_TABLE = -1 };
 static inline int rule_at(uintptr_t pc, struct walk_module *w, uint32_t *rule)
 {
 	uint64_t a = pc - w->lo;
 	if (a >= w->span) { /* another module's */
 		if (!text_module(pc, &w->hint))
-			return 0;
+			return NO_CODE;
 		struct module *m = &g.mod[w->hint];
 		if (__atomic_load_n(&m->tab_state, __ATOMIC_ACQUIRE) != TAB_READY && !table_load(m))
-			return 0;
+			return NO_TABLE;
 		w->addr = m->tab_addr, w->rule = m->tab_rule, w->first = m->tab_first;
 		w->lo = m->tab_lo, w->rows = m->tab_rows, w->shift = m->tab_shift, w->span = w->addr[m->tab_rows - 1];
 		a = pc - w->lo;
 		if (a >= w->span) /* before the first row (wrapped) or in the final one */
-			return 0;
+			return NO_TABLE;
 	}
 	/* The last row starting at or below a, which its bucket's first rows bound. */
 	const uint32_t *addr = w->addr;
 	uint32_t k = (uint32_t)a >> w->shift, lo = w->first[k], hi = w->first[k + 1], n = hi - lo + 1;
 	if (hi >= w->rows || lo > hi) /* an index that is not the table's */
-		return 0;
+		return NO_TABLE;
 	while (n > 1) {
 		uint32_t half = n / 2;
 		lo = addr[lo + half] <= a ? lo + half : lo;
@@ -150,61 +160,144 @@ static inline int rule_at(uintptr_t pc, struct walk_module *w, uint32_t *rule)
 	return 1;
 }
 
-/*
- * Walks this thread's stack into tls.scratch->frames, skipping the library's own
- * frames: from the frame from describes, or from here if from is NULL. Returns 1 when it reached the outermost frame (or the frame
- * limit), 0 when a frame has no rule it follows or does not look like a
- * frame: the caller then asks libgcc. It reads only below top, the
- * outermost CFA libgcc found on this stack: a table that does not describe
- * the code (a module unloaded and its addresses reused) can give wrong
- * frames, never a read outside the stack.
- */
-__attribute__((noinline)) int table_walk(uintptr_t top, const struct walk_start *from)
+int table_rule(uintptr_t look, uint32_t *rule)
 {
+	struct walk_module w = {0};
+	return rule_at(look, &w, rule) > 0;
+}
+
+/* mov $15, %rax; syscall: rt_sigreturn, where a signal handler returns (libgcc looks for the same). */
+int sigreturn_at(uintptr_t pc)
+{
+	static const unsigned char code[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+	uint32_t hint = 0;
+	if (!text_module(pc, &hint) || g.mod[hint].text_lo + g.mod[hint].text_len - pc < sizeof code)
+		return 0;
+	return memcmp((const void *)pc, code, sizeof code) == 0;
+}
+
+/*
+ * Steps from a signal handler's frame to the code the signal interrupted:
+ * the kernel's frame (a ucontext) lies at the handler's CFA, sp. 0 if it
+ * is not within the stack or the interrupted sp is on no stack we know.
+ */
+static int through_signal(uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, struct stack_region *r)
+{
+	const size_t rip = offsetof(ucontext_t, uc_mcontext.gregs[REG_RIP]);
+	if (*sp < r->lo || r->hi - *sp < rip + 8)
+		return 0;
+	const greg_t *gr = (const greg_t *)(*sp + offsetof(ucontext_t, uc_mcontext.gregs));
+	uintptr_t nsp = (uintptr_t)gr[REG_RSP];
+	if (!stack_of(nsp, r))
+		return 0;
+	*pc = (uintptr_t)gr[REG_RIP], *sp = nsp, *bp = (uintptr_t)gr[REG_RBP];
+	return 1;
+}
+
+#define MAX_SIGNAL_FRAMES 8 /* nested handlers; a loop of forged ones ends here */
+
+/* A walk's registers, where it leaves its loop for a frame whose rule is not a table's row. */
+struct walk_regs {
 	uintptr_t pc, sp, bp, look;
+	uint32_t n, signals;
+	int unscanned; /* a frame is in a library the module table does not have yet */
+};
+
+/*
+ * The frame at w->pc has no rule the walk follows: a signal frame, stepped
+ * through (-1: the walk goes on from w), or the end of the walk, as
+ * table_walk returns. Out of the walk's loop, which keeps its registers.
+ */
+static COLD int other_frame(struct walk_regs *w, struct stack_region *r)
+{
+	uintptr_t self_lo = RELAXED(g.self_lo), self_len = RELAXED(g.self_hi) - self_lo;
+	uint32_t rule;
+	if (w->look == w->pc - 1 && w->signals < MAX_SIGNAL_FRAMES && sigreturn_at(w->pc)) {
+		if (!through_signal(&w->pc, &w->sp, &w->bp, r))
+			return WALK_CUT;
+		w->signals++, w->look = w->pc; /* the interrupted instruction, not a return address */
+		if (w->pc - self_lo >= self_len && w->n < HL_MAX_FRAMES)
+			tls.scratch->frames[w->n++] = w->pc;
+		return w->n < HL_MAX_FRAMES ? -1 : WALK_DONE;
+	}
+	struct walk_module m = {0};
+	int got = rule_at(w->look, &m, &rule);
+	if (got == NO_CODE && !new_module(w->pc)) { /* a return into no code: not a frame */
+		w->n -= w->n > 0 && tls.scratch->frames[w->n - 1] == w->pc;
+		return WALK_CUT;
+	}
+	if (fde_rule(w->look, &rule) == NO_FDE)
+		return WALK_DONE; /* code that no FDE describes: the stack ends here, as libgcc's walk would */
+	return WALK_LIBGCC;
+}
+
+/*
+ * Walks this thread's stack into tls.scratch->frames from the frame from
+ * describes (the caller of the library's entry point), skipping the
+ * library's own frames, reading only within the stack r (updated when it
+ * steps through a signal frame onto another stack). Returns WALK_DONE at
+ * the outermost frame (or the frame limit); WALK_LIBGCC at a frame whose
+ * rule neither the tables nor its FDE give as one the walk follows (a row
+ * of kind 2): libgcc may go on from the start; WALK_CUT where the stack
+ * cannot be followed: a return address into no code (a coroutine's stale
+ * slice of the stack, a forged frame), a frame outside the stack. A table
+ * that does not describe the code gives wrong frames, never a read outside
+ * the stack.
+ */
+__attribute__((noinline)) int table_walk(const struct walk_start *from, struct stack_region *r)
+{
+	struct scratch *s = tls.scratch;
+	uintptr_t pc = from->pc, sp = from->sp, bp = from->bp, look = pc - 1, hi = r->hi;
 	uintptr_t self_lo = RELAXED(g.self_lo), self_len = RELAXED(g.self_hi) - self_lo;
 	uint32_t n = 0, rule;
-	if (from) {
-		pc = from->pc, sp = from->sp, bp = from->bp, look = pc - 1;
-		if (pc - self_lo >= self_len)
-			tls.scratch->frames[n++] = pc;
-	} else {
-		/* The row at this pc describes the frame as it is here: nothing in between moves rsp. */
-		__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(pc), "=r"(sp), "=r"(bp));
-		look = pc;
-	}
+	struct walk_regs wr = {.signals = 0, .unscanned = 0};
+	if (pc - self_lo >= self_len)
+		s->frames[n++] = pc;
 	struct walk_module w = {0};
-	for (;; look = pc - 1) {
+	for (;;) {
 		/* A thread's stacks share most frames: a small cache of rules by address first. */
 		size_t c = (size_t)((look * 0x9e3779b97f4a7c15ull) >> 56);
-		if (tls.scratch->rule_pc[c] == look)
-			rule = tls.scratch->rule_of[c];
-		else if (rule_at(look, &w, &rule))
-			tls.scratch->rule_pc[c] = look, tls.scratch->rule_of[c] = rule;
+		int got;
+		if (s->rule_pc[c] == look)
+			rule = s->rule_of[c];
+		else if ((got = rule_at(look, &w, &rule)) > 0 || (got == NO_TABLE && fde_rule(look, &rule) > 0))
+			s->rule_pc[c] = look, s->rule_of[c] = rule; /* no table yet: its .eh_frame's rule */
+		else if (got == NO_CODE && new_module(look + 1) && fde_rule(look, &rule) > 0)
+			wr.unscanned = 1; /* a library loaded since the last scan: not cached, so that the next walk says so too */
 		else
-			return 0;
+			rule = (uint32_t)KIND_UNKNOWN << 24;
 		uint32_t kind = rule >> 24 & 3, k = rule >> 16 & 0xff;
 		if (kind == KIND_END)
 			break;
-		if (kind == KIND_UNKNOWN)
-			return 0;
+		if (unlikely(kind == KIND_UNKNOWN)) {
+			wr.pc = pc, wr.sp = sp, wr.bp = bp, wr.look = look, wr.n = n;
+			int end = other_frame(&wr, r);
+			pc = wr.pc, sp = wr.sp, bp = wr.bp, look = wr.look, n = wr.n, hi = r->hi;
+			if (end >= 0) {
+				tls.nframes = n;
+				return end;
+			}
+			continue;
+		}
 		uintptr_t cfa = (kind == KIND_RSP ? sp : bp) + (rule & 0xffff);
-		if (cfa < sp + 8 || cfa > top || cfa - sp > (kind == KIND_RSP ? MAX_FRAME_SP : MAX_FRAME_BP) ||
-		    8 * (uintptr_t)k > cfa - sp)
-			return 0;
+		if (cfa < sp + 8 || cfa > hi || cfa - sp > (kind == KIND_RSP ? MAX_FRAME_SP : MAX_FRAME_BP) ||
+		    8 * (uintptr_t)k > cfa - sp) {
+			tls.nframes = n;
+			return WALK_CUT;
+		}
 		const uintptr_t *frame = (const uintptr_t *)cfa;
 		pc = frame[-1];
 		if (k)
 			bp = frame[-(intptr_t)k];
-		sp = cfa;
+		sp = cfa, look = pc - 1;
 		if (!pc)
 			break;
 		if (pc - self_lo < self_len)
 			continue;
 		if (n >= HL_MAX_FRAMES)
 			break;
-		tls.scratch->frames[n++] = pc;
+		s->frames[n++] = pc;
 	}
 	tls.nframes = n;
-	return 1;
+	return wr.unscanned ? WALK_UNSCANNED : WALK_DONE;
 }

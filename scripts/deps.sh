@@ -41,6 +41,9 @@ if [ "${1:-}" != demo ]; then
 	have xz || need+=(xz-utils)
 	have cargo || need+=(cargo)
 	have strace || need+=(strace) # the java case checks that the JVM takes SIGSEGV bare
+	pkg python3-greenlet # greenlet and gevent switch slices of the C stack: test/e2e/walks_test.go
+	pkg python3-gevent
+	pkg python3-eventlet
 fi
 
 if [ ${#need[@]} -gt 0 ]; then

@@ -37,6 +37,7 @@ type Collector struct {
 	order       []*stream
 	nextID      uint64
 	cutID       uint64 // the Location marking a stack cut at the library's frame limit, once written
+	stoppedID   uint64 // the Location marking a stack whose walk stopped short, once written
 	stackIDs    map[string]uint64
 	lines       map[symKey][]capture.Line
 	exits       map[int]syscall.WaitStatus
@@ -694,7 +695,7 @@ func (c *Collector) mergeStack(s *stream, rec *ring.Record, nativeKey []byte) (u
 		s.locBuf = append(s.locBuf[:0], native.ids...)
 	}
 	if rec.Truncated {
-		id, err := c.cutLocation()
+		id, err := c.cutLocation(len(rec.Frames) < ring.MaxFrames)
 		if err != nil {
 			return 0, err
 		}
@@ -756,19 +757,26 @@ func (c *Collector) nativeFrames(s *stream, frames []uint64, key []byte) (*nativ
 }
 
 // cutLocation returns the Location that stands, at the root of a stack,
-// for the frames the library cut at its limit, writing it the first time.
-func (c *Collector) cutLocation() (uint64, error) {
-	if c.cutID != 0 {
-		return c.cutID, nil
+// for the frames the library cut, writing it the first time: at its limit,
+// or (stopped) where its walk could not go on (a return address into no
+// code, a frame outside the stack: a coroutine's stale slice of the stack,
+// a small signal stack on which libgcc must not run).
+func (c *Collector) cutLocation(stopped bool) (uint64, error) {
+	id := &c.cutID
+	what := fmt.Sprintf("[outer frames cut: the stack had more than %d]", ring.MaxFrames)
+	if stopped {
+		id, what = &c.stoppedID, "[outer frames cut: the walk could not follow the stack further]"
+	}
+	if *id != 0 {
+		return *id, nil
 	}
 	c.nextID++
-	loc := &capture.Location{ID: c.nextID, Kind: capture.KindMissing,
-		Lines: []capture.Line{{Function: fmt.Sprintf("[outer frames cut: the stack had more than %d]", ring.MaxFrames)}}}
+	loc := &capture.Location{ID: c.nextID, Kind: capture.KindMissing, Lines: []capture.Line{{Function: what}}}
 	if err := c.w.Location(loc); err != nil {
 		return 0, err
 	}
-	c.cutID = loc.ID
-	return c.cutID, nil
+	*id = loc.ID
+	return *id, nil
 }
 
 // location writes the Location of a return address; 0 means the frame is
@@ -823,6 +831,11 @@ func (c *Collector) end(s *stream, replaced bool) error {
 	if cnt.UnwindDiffered > 0 || c.unwindCheck {
 		c.warn("pid %d: unwind check: %d native stacks walked with unwind tables, %d by libgcc; %d of them differed from libgcc's",
 			s.hdr.PID, cnt.UnwindTables, cnt.UnwindLibgcc, cnt.UnwindDiffered)
+	}
+	if cnt.WalksCut > 0 && c.w != nil { // for reports, not a warning: greenlet programs have them by design
+		c.w.Note(&capture.Note{Stream: s.id, Text: fmt.Sprintf(
+			"pid %d: %d sampled stacks end where the native walk could not follow the stack further (a coroutine's, above its first frame; a small signal stack), marked \"[outer frames cut: …]\" at their root",
+			s.hdr.PID, cnt.WalksCut)})
 	}
 	if cnt.AllocatorMaps > 0 && c.w != nil { // for reports, not a warning
 		c.w.Note(&capture.Note{Stream: s.id, Text: fmt.Sprintf(

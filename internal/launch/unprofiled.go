@@ -178,13 +178,16 @@ func whyUnprofiled(pid int, lib, dir string) (why string, loaded bool) {
 		return "it has file capabilities, for which the loader ignores LD_PRELOAD", false
 	}
 	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	// Under the program's filter the library makes no system call it had
+	// not made, so no ring; a process that set the filter also leaves the
+	// library out of what it execs (preload/seccomp.c).
+	if seccompFiltered(pid) {
+		return "it runs under a seccomp filter (the program's, installed before this process or image began), " +
+			"under which the library makes no system call it had not made, so no ring", false
+	}
 	if maps, merr := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid)); merr == nil && bytes.Contains(maps, []byte(lib)) {
 		if uid := processUID(pid); uid >= 0 && uid != os.Getuid() {
 			return fmt.Sprintf("it loaded the library but runs as uid %d, which cannot write heaplens's rings", uid), true
-		}
-		if seccompFiltered(pid) {
-			return "it runs under a seccomp filter (the program's, installed before this process or image began), " +
-				"under which the library makes no system call it had not made, so no ring", false
 		}
 		// The environment it started with (a program that retitles itself
 		// writes over it later, which matters not: the library copied its

@@ -112,6 +112,7 @@ const (
 	offAllocFlags   = 360
 	offAllocLen     = 364
 	offAllocator    = 368
+	offWalksCut     = 624
 	maxAllocator    = 256
 	offCmdline      = 1024
 	offExe          = 3072

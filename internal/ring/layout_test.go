@@ -35,7 +35,7 @@ func TestLayoutMatchesC(t *testing.T) {
 		"py_status": offPyStatus, "py_eval": offPyEval, "py_hooked": offPyHooked, "omp_guessed": offOMPGuessed,
 		"unwind_tables": offUnwindTables, "unwind_libgcc": offUnwindLibgcc, "unwind_differed": offUnwindDiffer,
 		"allocator_maps": offAllocMaps, "allocator_map_bytes": offAllocMapB, "allocator_flags": offAllocFlags,
-		"allocator_len": offAllocLen, "allocator": offAllocator,
+		"allocator_len": offAllocLen, "allocator": offAllocator, "walks_cut": offWalksCut,
 		"cmdline": offCmdline, "exe": offExe,
 	}
 	values := map[string]uint64{

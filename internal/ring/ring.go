@@ -54,6 +54,10 @@ type Counters struct {
 	// Anonymous mappings the allocator made for itself (not counted as
 	// the program's), and their bytes.
 	AllocatorMaps, AllocatorMapBytes uint64
+	// Stacks whose walk stopped where it could not follow the stack
+	// (a coroutine's stale slice above its first frame, a small signal
+	// stack): marked cut, as the ones cut at MaxFrames.
+	WalksCut uint64
 }
 
 // Python is what the library found out about a Python interpreter in the process.
@@ -282,6 +286,7 @@ func (r *Ring) Counters() Counters {
 		UnwindDiffered:    atomic.LoadUint64(r.u64(offUnwindDiffer)),
 		AllocatorMaps:     atomic.LoadUint64(r.u64(offAllocMaps)),
 		AllocatorMapBytes: atomic.LoadUint64(r.u64(offAllocMapB)),
+		WalksCut:          atomic.LoadUint64(r.u64(offWalksCut)),
 	}
 }
 
