@@ -94,6 +94,7 @@ struct hl_ring_header {
 #define HL_MARK_PY_FINALIZING 1u /* the interpreter started shutting down: the program itself is done */
 #define HL_MARK_EXIT 2u          /* exit() was called; the status follows in the next word */
 #define HL_MARK_USER 3u          /* heaplens_mark(value): a point in time the program names (a test's end) */
+#define HL_MARK_HIGH_WATER 4u    /* at exit(): the kernel's high-water mark of resident memory, bytes (ru_maxrss) */
 
 #define HL_ALLOC_TRUNCATED 1u /* flags: the stack was cut at HL_MAX_FRAMES */
 #define HL_ALLOC_PYMEM 2u     /* flags: allocated through a PyMem domain (a Python object) */

@@ -42,6 +42,7 @@ type Collector struct {
 	exits       map[int]syscall.WaitStatus
 	awaited     map[int]bool // pids whose end the agent learns by waiting
 	root        int          // the first pid awaited: the command heaplens runs
+	maxRSS      uint64       // wait4's ru_maxrss of root, bytes (SetMaxRSS)
 	// unwindCheck: HEAPLENS_UNWIND_CHECK=1, the unwind counts of every process are reported.
 	unwindCheck bool
 	warnings    []string
@@ -86,6 +87,7 @@ type stream struct {
 	badRefs uint64    // ALLOCs naming a ref no STACK record defined
 
 	exitMark  *uint64   // the status the process passed to exit(), if it did
+	highWater uint64    // the kernel's high-water mark of its RSS: its exit mark, or the agent's last reading
 	announced bool      // its Process record is written
 	py        *pyStream // nil when the process runs no Python
 	finalized bool      // the interpreter started shutting down: the program is done
@@ -454,6 +456,10 @@ func (c *Collector) drain(s *stream, max int) (int, error) {
 			case ring.MarkExit:
 				v := rec.Value
 				s.exitMark = &v
+			case ring.MarkHighWater:
+				if rec.Value > s.highWater {
+					s.highWater = rec.Value
+				}
 			case ring.MarkUser:
 				werr = c.w.Mark(&capture.Mark{Stream: s.id, TimeNano: rec.TimeNano, Value: rec.Value})
 				flush = true
@@ -834,6 +840,10 @@ func (c *Collector) end(s *stream, replaced bool) error {
 		}
 	} else if s.exitMark != nil {
 		e.Known, e.ExitCode = true, int(*s.exitMark&0xff)
+	}
+	e.HighWater = s.highWater
+	if s.hdr.PID == c.root && !replaced {
+		e.MaxRSS = c.maxRSS
 	}
 	e.TimeNano = monoNow()
 	if detached, at := s.r.Detached(); s.hdr.Attached && !e.Known && !e.Exec && (detached || processAlive(s.hdr.PID)) {

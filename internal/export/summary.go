@@ -59,10 +59,10 @@ func Summary(w io.Writer, c *capture.Capture, sum *heap.Summary, opt SummaryOpti
 		fmt.Fprintf(&b, "  estimates:  %s\n", estimatesMean)
 	}
 	fmt.Fprintf(&b, "  peak        %10s%s estimated heap %s", size.Human(sum.HeapPeak.Bytes), plusMinus(c.Meta.Rate, sum.Peak.TotalVar), peakAt(sum.Start, sum.HeapPeak))
-	if sum.RSSPeak.Bytes > 0 {
-		fmt.Fprintf(&b, "; RSS peak %s %s", size.Human(sum.RSSPeak.Bytes), peakAt(sum.Start, sum.RSSPeak))
-	}
 	b.WriteString("\n")
+	for _, l := range RSSPeakLines(c, sum.HighWater, sum.RSSPeak, sum.Start, "  RSS peak", 14) {
+		b.WriteString(l + "\n")
+	}
 	for _, l := range GapLines(sum.Gap, sum.Start, "  ") {
 		b.WriteString(l + "\n")
 	}

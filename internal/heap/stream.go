@@ -17,13 +17,15 @@ type Summary struct {
 	Start               int64 // Start of the capture
 	HeapPeak            Point // the timeline's peak of the estimated heap (Timeline.Peak)
 	RSSPeak             Point // the highest RSS (Timeline.PeakRSS)
+	HighWater           HighWater
 	Gap                 *Gap  // RSSGap; nil without malloc statistics
 }
 
 // Summary returns the summary of the replay.
 func (rp *Replay) Summary() *Summary {
 	return &Summary{Allocs: Allocs(rp.c, Options{Streams: rp.covered}), Leaks: rp.Leaks(Options{}),
-		Peak: rp.Peak(Options{}), Start: rp.start, HeapPeak: rp.tl.Peak, RSSPeak: rp.tl.PeakRSS, Gap: rp.RSSGap()}
+		Peak: rp.Peak(Options{}), Start: rp.start, HeapPeak: rp.tl.Peak, RSSPeak: rp.tl.PeakRSS, Gap: rp.RSSGap(),
+		HighWater: rp.HighWater()}
 }
 
 // A Prescan gathers, from a capture's Alloc and Free records in file order
@@ -171,6 +173,7 @@ func Summarize(c *capture.Capture, pre *Prescan, scan func(fn func(*capture.Reco
 	r.endUntil(math.MaxInt64)
 	s := &Summary{Start: start, HeapPeak: r.tlPeak, Allocs: r.allocs.profile("allocs", c, Options{}, start)}
 	_, s.RSSPeak = rssRounds(c, Options{})
+	s.HighWater = HighWaterOf(c, Options{})
 	s.Leaks, _ = r.snapshot("leaks", nil)
 	s.Leaks.UnmatchedFrees, s.Leaks.LostFrees = r.unmatched, r.lost
 	if gap != nil {

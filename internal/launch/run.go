@@ -85,7 +85,14 @@ const (
 	pollFirst = time.Millisecond
 )
 const flushEvery = time.Second
-const rssEvery = 100 * time.Millisecond
+
+// RSS is read every rssEvery, and on each of the first rssFast polls (1,
+// 2, 4, 8, 16 ms apart), so that a run of a few tens of milliseconds has a
+// timeline too.
+const (
+	rssEvery = 100 * time.Millisecond
+	rssFast  = 5
+)
 const residentEvery = time.Second
 
 // Run runs the command to completion under the profiler. A command that
@@ -186,6 +193,9 @@ loop:
 		}
 	}
 	col.SetExit(cmd.Process.Pid, cmd.ProcessState.Sys().(syscall.WaitStatus))
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > 0 {
+		col.SetMaxRSS(uint64(ru.Maxrss) << 10) // KiB on Linux
+	}
 	collectErr := p.err
 	if collectErr == nil {
 		collectErr = col.Poll(true)
@@ -228,21 +238,28 @@ type poller struct {
 	w                                *capture.Writer
 	rss                              *rssSampler
 	lastFlush, lastRSS, lastResident time.Time
+	ticks                            int
 	err                              error
 }
 
 func newPoller(col *collect.Collector, w *capture.Writer) *poller {
-	return &poller{col: col, w: w, rss: newRSSSampler(), lastFlush: time.Now(), lastResident: time.Now()}
+	rss := newRSSSampler()
+	rss.highWater = col.HighWater
+	return &poller{col: col, w: w, rss: rss, lastFlush: time.Now(), lastResident: time.Now()}
 }
 
-// tick does one round; it reports whether RSS was read (every rssEvery).
+// tick does one round; it reports whether RSS was read at its regular pace
+// (every rssEvery): the unprofiled-process watch counts those rounds.
 func (p *poller) tick() (rssRound bool) {
 	if p.err == nil {
 		p.err = p.col.Poll(false)
 	}
-	if p.err == nil && time.Since(p.lastRSS) >= rssEvery {
+	p.ticks++
+	if regular := time.Since(p.lastRSS) >= rssEvery; p.err == nil && (regular || p.ticks <= rssFast) {
 		p.err = p.rss.sample(p.w, p.col.Live())
-		p.lastRSS, rssRound = time.Now(), true
+		if regular {
+			p.lastRSS, rssRound = time.Now(), true
+		}
 	}
 	if p.err == nil && time.Since(p.lastResident) >= residentEvery {
 		p.err = p.col.ReadResidency()

@@ -31,6 +31,7 @@ const (
 	MarkPyFinalizing = 1
 	MarkExit         = 2
 	MarkUser         = 3
+	MarkHighWater    = 4 // the value is the process's ru_maxrss at exit(), bytes
 
 	// FuncMunmap marks a FREE record of a munmap: it carries the length
 	// unmapped (Record.Size) after the tid.

@@ -1,0 +1,60 @@
+package heap
+
+import "github.com/heaplens/heaplens/internal/capture"
+
+// HighWater is the kernel's own figure for the most memory the covered
+// processes held resident: exact, where the RSS series is read now and
+// then and misses whatever a short run or a short burst touched between
+// two readings.
+type HighWater struct {
+	// Bytes is the command's ru_maxrss (from wait4, as /usr/bin/time's %M)
+	// when Command is set, else the largest high-water mark of one
+	// process image (its VmHWM, or ru_maxrss at its exit).
+	Bytes   uint64
+	Command bool
+	Stream  uint32 // whose mark Bytes is, when not Command
+	Images  int    // covered process images whose mark is known
+}
+
+// HighWaterOf returns the covered streams' high-water mark, from their End
+// records and the agent's readings of VmHWM; Bytes is 0 when the capture
+// has none (captures from before they were recorded).
+func HighWaterOf(c *capture.Capture, opt Options) HighWater {
+	per := map[uint32]uint64{}
+	for i := range c.RSS {
+		if r := &c.RSS[i]; opt.keep(r.Stream) && r.HighWater > per[r.Stream] {
+			per[r.Stream] = r.HighWater
+		}
+	}
+	var hw HighWater
+	var command uint64
+	for s, e := range c.Ends {
+		if !opt.keep(s) {
+			continue
+		}
+		per[s] = max(per[s], e.HighWater)
+		// wait4's figure is the whole command's only when no stream is
+		// left out (with --pid it may be another process's).
+		if opt.Streams == nil {
+			command = max(command, e.MaxRSS)
+		}
+	}
+	for s, b := range per {
+		if b == 0 {
+			continue
+		}
+		hw.Images++
+		if b > hw.Bytes || (b == hw.Bytes && s < hw.Stream) {
+			hw.Bytes, hw.Stream = b, s
+		}
+	}
+	// ru_maxrss covers the command's images and the descendants it reaped,
+	// not those reparented elsewhere: the larger figure is the one to say.
+	if command > 0 && command >= hw.Bytes {
+		hw.Bytes, hw.Command, hw.Stream = command, true, 0
+	}
+	return hw
+}
+
+// HighWater is HighWaterOf the replay's capture and streams.
+func (rp *Replay) HighWater() HighWater { return HighWaterOf(rp.c, Options{Streams: rp.covered}) }

@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"math"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// humanBytes parses size.Human's "41.2 MiB".
+func humanBytes(t *testing.T, num, unit string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		t.Fatalf("bad size %q", num)
+	}
+	return v * map[string]float64{"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[unit]
+}
+
+// kernelMaxRSS runs a command bare under /usr/bin/time three times and
+// returns the median of the kernel's maxrss (%M), in bytes.
+func kernelMaxRSS(t *testing.T, command ...string) float64 {
+	t.Helper()
+	if _, err := exec.LookPath("/usr/bin/time"); err != nil {
+		t.Fatalf("!!! /usr/bin/time is missing (scripts/deps.sh installs it): the kernel's figure cannot be read")
+	}
+	var got []float64
+	for range 3 {
+		res := run(t, time.Minute, "/usr/bin/time", append([]string{"-f", "maxrss %M"}, command...)...)
+		m := regexp.MustCompile(`maxrss (\d+)`).FindStringSubmatch(res.stderr)
+		if res.code != 0 || m == nil {
+			t.Fatalf("/usr/bin/time %v: exit %d\n%s", command, res.code, res.stderr)
+		}
+		kib, _ := strconv.ParseFloat(m[1], 64)
+		got = append(got, kib*1024)
+	}
+	sort.Float64s(got)
+	return got[1]
+}
+
+// TestPeakRSSShortRun: a run of about 30 ms that touches 40 MiB peaks, by
+// the summary, within 10 % of what the kernel says the same program peaks
+// at bare (/usr/bin/time's %M), and says that figure is exact; its RSS
+// series has readings inside the run, which lasts less than the agent's
+// regular 100 ms between readings.
+func TestPeakRSSShortRun(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "shortrun.c")
+	bare := kernelMaxRSS(t, bin, "40")
+	capPath, res := profile(t, dir, nil, bin, "40")
+	if res.code != 0 {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	m := regexp.MustCompile(`RSS peak +([0-9.]+) (B|KiB|MiB|GiB) exact`).FindStringSubmatch(res.stderr)
+	if m == nil {
+		t.Fatalf("no exact RSS peak in the summary:\n%s", res.stderr)
+	}
+	got := humanBytes(t, m[1], m[2])
+	t.Logf("RSS peak %.1f MiB under heaplens, kernel maxrss bare %.1f MiB", got/(1<<20), bare/(1<<20))
+	if math.Abs(got-bare) > 0.1*bare {
+		t.Errorf("RSS peak %.1f MiB, the kernel's maxrss bare is %.1f MiB: more than 10 %% apart\n%s", got/(1<<20), bare/(1<<20), res.stderr)
+	}
+	if !strings.Contains(res.stderr, "sampled: the highest reading") {
+		t.Errorf("the sampled RSS is not said to be sampled:\n%s", res.stderr)
+	}
+
+	// The readings of the RSS series that fall inside the run.
+	dump := run(t, time.Minute, heaplensBin(t), "dump", capPath)
+	start := regexp.MustCompile(`(?m)^Process +stream=1 .*start_mono_ns=(\d+)`).FindStringSubmatch(dump.stdout)
+	end := regexp.MustCompile(`(?m)^End +stream=1 t=(\d+)`).FindStringSubmatch(dump.stdout)
+	if start == nil || end == nil {
+		t.Fatalf("no Process or End of stream 1 in the dump:\n%s", dump.stdout)
+	}
+	from, _ := strconv.ParseInt(start[1], 10, 64)
+	until, _ := strconv.ParseInt(end[1], 10, 64)
+	inside := 0
+	for _, r := range regexp.MustCompile(`(?m)^RSS +stream=1 t=(\d+)`).FindAllStringSubmatch(dump.stdout, -1) {
+		if at, _ := strconv.ParseInt(r[1], 10, 64); at >= from && at <= until {
+			inside++
+		}
+	}
+	t.Logf("the run lasted %.1f ms; %d RSS readings inside it", float64(until-from)/1e6, inside)
+	if inside < 2 {
+		t.Errorf("%d RSS readings inside a run of %.1f ms, want 2 or more", inside, float64(until-from)/1e6)
+	}
+}
