@@ -368,6 +368,7 @@ void on_exit_mark(int status, void *arg)
 {
 	(void)arg;
 	tls.busy++;
+	resident_at_exit();
 	struct rusage ru;
 	if (getrusage(RUSAGE_SELF, &ru) == 0 && ru.ru_maxrss > 0)
 		emit_mark(HL_MARK_HIGH_WATER, (uint64_t)ru.ru_maxrss * 1024);

@@ -96,6 +96,7 @@ type stream struct {
 	execd     bool      // its process exec'd an image that has no ring (see Execd)
 	maps      mappings  // its sampled mappings still mapped
 	big       bigBlocks // its live sampled blocks of residentMin bytes or more
+	published uint64    // fingerprint of the big blocks last listed in its ring (publishResident)
 }
 
 func newStream(name string, r *ring.Ring, h ring.Header) *stream {
@@ -287,6 +288,7 @@ func (c *Collector) Poll(final bool) error {
 			break
 		}
 	}
+	c.publishResident()
 	for _, d := range todo {
 		s := d.s
 		replaced := s.hdr.StartMonoNano < newest[s.hdr.PID] || s.execd
@@ -440,6 +442,8 @@ func (c *Collector) drain(s *stream, max int) (int, error) {
 			c.Frees++
 			delete(s.big, rec.Addr)
 			werr = c.w.Free(&capture.Free{Stream: s.id, TID: rec.TID, TimeNano: rec.TimeNano, Addr: rec.Addr})
+		case ring.RecResident:
+			werr = c.residentAtExit(s, rec)
 		case ring.RecModule:
 			werr = c.module(s, rec)
 		case ring.RecStack:

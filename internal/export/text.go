@@ -74,14 +74,21 @@ func writeResidency(w io.Writer, c *capture.Capture, p *heap.Profile) {
 	if len(bs) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "large blocks then, resident of reserved (as the agent last read them, once a second):\n")
+	fmt.Fprintf(w, "large blocks then, resident of reserved (as the agent last read them: once a second, and at exit()):\n")
+	start := heap.Start(c)
 	for _, b := range bs[:min(len(bs), residencyShown)] {
 		user, leaf := UserFrame(c, b.Alloc.StackID)
 		if leaf != "" {
 			user = leaf + " ← " + user
 		}
-		fmt.Fprintf(w, "  %10s of %10s (%3.0f%%)  %s by %s  %s\n", size.Human(float64(b.Resident)), size.Human(float64(b.Reserved)),
-			100*float64(b.Resident)/float64(max(b.Reserved, 1)), ProcessLabel(c, b.Alloc.Stream), capture.FuncNames[b.Alloc.Func], user)
+		// A stale reading is what the block held then: said so, never as
+		// the moment's figure.
+		when := ""
+		if b.Stale {
+			when = fmt.Sprintf(", not read since %.3f s (%.3f s before)", float64(b.ReadAt-start)/1e9, float64(b.Moment-b.ReadAt)/1e9)
+		}
+		fmt.Fprintf(w, "  %10s of %10s (%3.0f%%%s)  %s by %s  %s\n", size.Human(float64(b.Resident)), size.Human(float64(b.Reserved)),
+			100*float64(b.Resident)/float64(max(b.Reserved, 1)), when, ProcessLabel(c, b.Alloc.Stream), capture.FuncNames[b.Alloc.Func], user)
 	}
 	fmt.Fprintln(w)
 }

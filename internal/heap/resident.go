@@ -15,7 +15,19 @@ type BlockResidency struct {
 	Reserved uint64 // the bytes its pages span
 	Resident uint64
 	ReadAt   int64 // CLOCK_MONOTONIC of the reading
+	// Stale: the reading is older than the moment asked for by more than
+	// currentWithin, so it says what the block held then, not at the
+	// moment (the pages touched since are not in it).
+	Stale bool
+	// Moment is the time the residency is asked for: the view's, or the
+	// process's end for AtExit (0 when unknown).
+	Moment int64
 }
+
+// currentWithin is how far before the moment a reading still stands for
+// it: the agent polls every 20 ms, and the library's reading at exit()
+// comes before the agent notices the end.
+const currentWithin = 100e6
 
 // AtExit, as Residency's time, asks for the blocks live when each process
 // ended (the leaks view).
@@ -67,7 +79,15 @@ func Residency(c *capture.Capture, opt Options, at int64) []BlockResidency {
 		if e := c.Ends[k.stream]; e != nil && e.TimeNano < at && at != AtExit {
 			continue
 		}
-		out = append(out, BlockResidency{Alloc: a, Reserved: r.Size, Resident: r.Resident, ReadAt: r.TimeNano})
+		b := BlockResidency{Alloc: a, Reserved: r.Size, Resident: r.Resident, ReadAt: r.TimeNano, Moment: at}
+		if at == AtExit {
+			b.Moment = 0
+			if e := c.Ends[k.stream]; e != nil {
+				b.Moment = e.TimeNano
+			}
+		}
+		b.Stale = b.Moment != 0 && r.TimeNano < b.Moment-currentWithin
+		out = append(out, b)
 	}
 	slices.SortFunc(out, func(x, y BlockResidency) int {
 		return cmp.Or(cmp.Compare(y.Reserved, x.Reserved), cmp.Compare(x.Alloc.Addr, y.Alloc.Addr))

@@ -18,7 +18,7 @@ type Summary struct {
 	HeapPeak            Point // the timeline's peak of the estimated heap (Timeline.Peak)
 	RSSPeak             Point // the highest RSS (Timeline.PeakRSS)
 	HighWater           HighWater
-	Gap                 *Gap  // RSSGap; nil without malloc statistics
+	Gap                 *Gap // RSSGap; nil without malloc statistics
 }
 
 // Summary returns the summary of the replay.

@@ -27,6 +27,7 @@ const (
 	RecOrigin   = 6
 	RecMallinfo = 7
 	RecStack    = 8 // a stack that later ALLOCs name by its ref (AllocStackRef)
+	RecResident = 9 // at exit(): a listed block's bytes spanned (Size) and resident (Value)
 
 	MarkPyFinalizing = 1
 	MarkExit         = 2
@@ -114,8 +115,13 @@ const (
 	offAllocLen     = 364
 	offAllocator    = 368
 	maxAllocator    = 256
-	offCmdline      = 1024
-	offExe          = 3072
-	maxCmdline      = 2048
-	maxExe          = 1024
+	offResidentN    = 624
+	offResident     = 632
+	// ResidentBlocks is how many blocks the agent lists for the library
+	// to count at exit (SetResidentBlocks).
+	ResidentBlocks = 24
+	offCmdline     = 1024
+	offExe         = 3072
+	maxCmdline     = 2048
+	maxExe         = 1024
 )

@@ -249,6 +249,21 @@ func (r *Ring) Backing() (stopped bool, backed uint64, errno unix.Errno) {
 	return true, min(atomic.LoadUint64(r.u64(offBacked)), uint64(len(r.data))), unix.Errno(atomic.LoadUint32(r.u32(offBackingErrno)))
 }
 
+// SetResidentBlocks lists, for the library to count at exit(), the blocks
+// {address, size} whose residency the agent wants (at most ResidentBlocks):
+// the count is cleared first and set last, so a reader at exit sees at
+// worst an entry torn between two lists, which the agent's check of the
+// RESIDENT record rejects.
+func (r *Ring) SetResidentBlocks(blocks [][2]uint64) {
+	n := min(len(blocks), ResidentBlocks)
+	atomic.StoreUint32(r.u32(offResidentN), 0)
+	for i, b := range blocks[:n] {
+		atomic.StoreUint64(r.u64(offResident+uint64(16*i)), b[0])
+		atomic.StoreUint64(r.u64(offResident+uint64(16*i+8)), b[1])
+	}
+	atomic.StoreUint32(r.u32(offResidentN), uint32(n))
+}
+
 // InitDone reports whether the library has written its initial modules.
 func (r *Ring) InitDone() bool { return atomic.LoadUint32(r.u32(offFlags))&FlagInitDone != 0 }
 
@@ -468,6 +483,11 @@ func (r *Ring) decode(rec *Record, hdr uint64, w []uint64) error {
 			return fmt.Errorf("MARK with %d words", len(w))
 		}
 		rec.TimeNano, rec.Mark, rec.Value = int64(w[0]), w[1], w[2]
+	case RecResident:
+		if len(w) != 4 {
+			return fmt.Errorf("RESIDENT with %d words", len(w))
+		}
+		rec.TimeNano, rec.Addr, rec.Size, rec.Value = int64(w[0]), w[1], w[2], w[3]
 	case RecMallinfo:
 		if len(w) != 6 {
 			return fmt.Errorf("MALLINFO with %d words", len(w))

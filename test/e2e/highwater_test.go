@@ -88,3 +88,40 @@ func TestPeakRSSShortRun(t *testing.T) {
 		t.Errorf("%d RSS readings inside a run of %.1f ms, want 2 or more", inside, float64(until-from)/1e6)
 	}
 }
+
+// TestResidencyAtExit: eight 4 MiB blocks, allocated at the start and
+// filled 0.2 s before the program exits, after the agent's last periodic
+// reading of their pages: the leaks view shows them resident (read at
+// exit, as the kernel's VmHWM, 32 MiB of it theirs, confirms), and no
+// reading of them is shown as current when it is not.
+func TestResidencyAtExit(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "shortrun.c")
+	capPath, res := profile(t, dir, []string{"--rate", "1"}, bin, "4", "late")
+	if res.code != 0 {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	// The periodic reading must have come before the fill, else this run
+	// proves nothing about the reading at exit.
+	dump := run(t, time.Minute, heaplensBin(t), "dump", capPath)
+	var empty []string // readings that found a block untouched but for malloc's header page
+	for _, m := range regexp.MustCompile(`(?m)^Resident .* size=4198400 resident=(\d+)$`).FindAllStringSubmatch(dump.stdout, -1) {
+		if n, _ := strconv.Atoi(m[1]); n <= 8192 {
+			empty = append(empty, m[0])
+		}
+	}
+	if len(empty) == 0 {
+		t.Fatalf("!!! no reading of the blocks before their fill (the machine too slow for the workload's timing?): this run cannot tell\n%s", dump.stdout)
+	}
+	leaks := run(t, time.Minute, heaplensBin(t), "report", capPath, "--view", "leaks")
+	rows := regexp.MustCompile(`(?m)^ +([0-9.]+) (B|KiB|MiB) of +4\.0 MiB \( *(\d+)%(.*?)\) .*main \(shortrun\.c:\d+\)$`).FindAllStringSubmatch(leaks.stdout, -1)
+	if len(rows) != 8 {
+		t.Fatalf("%d of the 8 blocks listed with their residency:\n%s", len(rows), leaks.stdout)
+	}
+	for _, r := range rows {
+		if r[3] != "100" || r[4] != "" {
+			t.Errorf("a block filled before exit shown as %s%% resident%s", r[3], r[4])
+		}
+	}
+	t.Logf("%d readings of the blocks before the fill found them untouched; at exit: %s", len(empty), strings.TrimSpace(rows[0][0]))
+}

@@ -2,8 +2,9 @@
  * by default) in one block, so that its peak RSS is known from the kernel
  * (/usr/bin/time's %M) and lasts less than the agent's 100 ms between RSS
  * readings. With argv[2] = "late", it instead allocates eight 4 MiB blocks
- * at once, sleeps 0.8 s, fills them with ones and exits 0.2 s later
- * without freeing them: the leaks view must find them resident. */
+ * at once, sleeps 1.3 s (past the agent's reading of residency at 1 s),
+ * fills them with ones and exits 0.2 s later (before the next one) without
+ * freeing them: the leaks view must find them resident. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,7 @@ int main(int argc, char **argv)
 		char *blocks[8];
 		for (int i = 0; i < 8; i++)
 			blocks[i] = malloc(4 << 20);
-		sleep_ms(800);
+		sleep_ms(1300);
 		for (int i = 0; i < 8; i++)
 			memset(blocks[i], 1, 4 << 20);
 		sleep_ms(200);
