@@ -39,6 +39,7 @@ func peakAt(start int64, p heap.Point) string {
 // so it reads the same on a terminal and in a log.
 func Summary(w io.Writer, c *capture.Capture, sum *heap.Summary, opt SummaryOptions) error {
 	allocs, leaks := sum.Allocs, sum.Leaks
+	helpers := Helpers(c, allocs)
 	top := opt.Top
 	if top == 0 {
 		top = 5
@@ -51,8 +52,12 @@ func Summary(w io.Writer, c *capture.Capture, sum *heap.Summary, opt SummaryOpti
 	if c.Meta.Rate == 0 { // every capture's Meta has a rate of at least 1
 		fmt.Fprintf(&b, "  the capture lost its first record: nothing below can be trusted\n")
 	} else {
-		fmt.Fprintf(&b, "  sampled every %s on average; %d process image(s), %d samples\n",
-			size.FormatSize(c.Meta.Rate), len(c.Processes), allocs.RawSamples())
+		folded := ""
+		if len(helpers) > 0 {
+			folded = fmt.Sprintf(" (%d of them short-lived helpers, folded below)", len(helpers))
+		}
+		fmt.Fprintf(&b, "  sampled every %s on average; %d process image(s)%s, %d samples\n",
+			size.FormatSize(c.Meta.Rate), len(c.Processes), folded, allocs.RawSamples())
 	}
 	pythonNotes(&b, c)
 	if c.Meta.Rate > 1 {
@@ -66,7 +71,7 @@ func Summary(w io.Writer, c *capture.Capture, sum *heap.Summary, opt SummaryOpti
 	for _, l := range GapLines(sum.Gap, sum.Start, "  ") {
 		b.WriteString(l + "\n")
 	}
-	if pk := sum.Peak; len(pk.Samples) > 0 {
+	if pk := withoutStreams(sum.Peak, helpers); len(pk.Samples) > 0 {
 		fmt.Fprintf(&b, "  top sites at peak:\n")
 		for i, s := range bySite(c, pk, top) {
 			fmt.Fprintf(&b, "    %d. %10s%s  %s\n", i+1, size.Human(s.bytes), plusMinus(c.Meta.Rate, s.v), s.label)
@@ -78,11 +83,14 @@ func Summary(w io.Writer, c *capture.Capture, sum *heap.Summary, opt SummaryOpti
 		end, ended = "live at detach", "allocated while attached, live at the detach"
 	}
 	fmt.Fprintf(&b, "  %-11s %10s%s in %s objects (estimated)\n", end, size.Human(leaks.TotalBytes), plusMinus(c.Meta.Rate, leaks.TotalVar), count(leaks.TotalObjects))
-	if len(leaks.Samples) > 0 {
+	if own := withoutStreams(leaks, helpers); len(own.Samples) > 0 {
 		fmt.Fprintf(&b, "  top leak suspects (%s):\n", ended)
-		for i, s := range bySite(c, leaks, top) {
+		for i, s := range bySite(c, own, top) {
 			fmt.Fprintf(&b, "    %d. %10s%s  %s\n", i+1, size.Human(s.bytes), plusMinus(c.Meta.Rate, s.v), s.label)
 		}
+	}
+	if l := HelperLine(c, helpers, leaks); l != "" {
+		fmt.Fprintf(&b, "  %s\n", l)
 	}
 	var da, df, lost uint64
 	for _, d := range leaks.Drops {
