@@ -66,7 +66,7 @@ func writeResidency(w io.Writer, c *capture.Capture, p *heap.Profile) {
 	switch p.View {
 	case "leaks":
 		at = heap.AtExit
-	case "live", "peak":
+	case "live", "peak", "resident":
 	default:
 		return
 	}
@@ -112,8 +112,11 @@ func writeTextHeader(w io.Writer, c *capture.Capture, p *heap.Profile) {
 		fmt.Fprintf(w, "rate:      %s (mean bytes between samples)\n", size.FormatSize(p.Rate))
 		fmt.Fprintf(w, "estimates: %s\n", estimatesMean)
 	}
-	if p.View == "live" || p.View == "peak" {
+	if p.View == "live" || p.View == "peak" || p.View == "resident" {
 		fmt.Fprintf(w, "at:        %.3f s since the start; estimated heap then %s\n", float64(p.At-p.Start)/1e9, size.Human(p.HeapAt))
+	}
+	if p.View == "resident" {
+		fmt.Fprintf(w, "resident:  the live set at the highest RSS reading, each large block counted at its resident bytes (as last read), not its size\n")
 	}
 	var procs []*capture.Process
 	for _, pr := range c.Processes {
@@ -260,7 +263,7 @@ func skewNotes(p *heap.Profile) []string {
 		sum.DroppedFrees += d.DroppedFrees
 		sum.LostBytes += d.LostBytes
 	}
-	freedHigh := p.View == "leaks" || p.View == "live" || p.View == "peak"
+	freedHigh := p.View == "leaks" || p.View == "live" || p.View == "peak" || p.View == "resident"
 	var why []string
 	if sum.DroppedAllocs > 0 {
 		why = append(why, fmt.Sprintf("%d allocation records dropped: estimates are low", sum.DroppedAllocs))

@@ -28,6 +28,7 @@ func HighWaterOf(c *capture.Capture, opt Options) HighWater {
 	}
 	var hw HighWater
 	var command uint64
+	var largestOther uint64 // the largest mark of an image other than the one wait4 reports on
 	for s, e := range c.Ends {
 		if !opt.keep(s) {
 			continue
@@ -47,10 +48,14 @@ func HighWaterOf(c *capture.Capture, opt Options) HighWater {
 		if b > hw.Bytes || (b == hw.Bytes && s < hw.Stream) {
 			hw.Bytes, hw.Stream = b, s
 		}
+		if e := c.Ends[s]; e == nil || e.MaxRSS == 0 {
+			largestOther = max(largestOther, b)
+		}
 	}
-	// ru_maxrss covers the command's images and the descendants it reaped,
-	// not those reparented elsewhere: the larger figure is the one to say.
-	if command > 0 && command >= hw.Bytes {
+	// ru_maxrss covers the command's images (its own mark, read at exit(),
+	// may differ by a few pages) and the descendants it reaped, not those
+	// reparented elsewhere: an image above it is the one to name.
+	if command > 0 && command >= largestOther {
 		hw.Bytes, hw.Command, hw.Stream = command, true, 0
 	}
 	return hw

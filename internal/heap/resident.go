@@ -41,9 +41,15 @@ func Residency(c *capture.Capture, opt Options, at int64) []BlockResidency {
 		stream uint32
 		addr   uint64
 	}
+	// A reading up to currentWithin after the moment stands for it too
+	// (the agent reads the pages right after RSS reaches a new high).
+	upTo := at
+	if at < AtExit-currentWithin {
+		upTo = at + currentWithin
+	}
 	last := map[key]capture.Resident{}
 	for _, r := range c.Residents {
-		if r.TimeNano <= at && opt.keep(r.Stream) {
+		if r.TimeNano <= upTo && opt.keep(r.Stream) {
 			if prev, ok := last[key{r.Stream, r.Addr}]; !ok || r.TimeNano >= prev.TimeNano {
 				last[key{r.Stream, r.Addr}] = r
 			}
@@ -73,7 +79,7 @@ func Residency(c *capture.Capture, opt Options, at int64) []BlockResidency {
 	var out []BlockResidency
 	for k, r := range last {
 		a := allocs[k]
-		if a == nil || freed[k] {
+		if a == nil || freed[k] || a.TimeNano > at {
 			continue
 		}
 		if e := c.Ends[k.stream]; e != nil && e.TimeNano < at && at != AtExit {

@@ -24,7 +24,9 @@ func newRSSSampler() *rssSampler { return &rssSampler{} }
 
 // sample reads the RSS of each live stream's process and writes one record
 // each, all stamped with the same time. Processes already gone are skipped.
-func (s *rssSampler) sample(w *capture.Writer, live map[uint32]int) error {
+// high says the sum is a new high by riseToRead or more, when the pages of
+// the large blocks are worth reading at once (the resident view's moment).
+func (s *rssSampler) sample(w *capture.Writer, live map[uint32]int) (high bool, err error) {
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	now := ts.Nano()
@@ -39,12 +41,18 @@ func (s *rssSampler) sample(w *capture.Writer, live map[uint32]int) error {
 			s.highWater(stream, hwm)
 		}
 		if err := w.RSS(&capture.RSS{Stream: stream, TimeNano: now, Bytes: rss, HighWater: hwm}); err != nil {
-			return err
+			return false, err
 		}
 	}
+	high = float64(sum) >= riseToRead*float64(s.peak) && sum > s.peak
 	s.peak = max(s.peak, sum)
-	return nil
+	return high, nil
 }
+
+// riseToRead is how much higher than the last high the RSS sum must be for
+// the agent to read residency at once, beside its reading once a second:
+// at most once a poll while RSS grows, never while it stays.
+const riseToRead = 1.05
 
 // readStatus returns the resident bytes of pid and the kernel's high-water
 // mark of them (VmRSS, VmHWM), false when the process is gone or a zombie

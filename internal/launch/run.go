@@ -256,9 +256,14 @@ func (p *poller) tick() (rssRound bool) {
 	}
 	p.ticks++
 	if regular := time.Since(p.lastRSS) >= rssEvery; p.err == nil && (regular || p.ticks <= rssFast) {
-		p.err = p.rss.sample(p.w, p.col.Live())
+		var high bool
+		high, p.err = p.rss.sample(p.w, p.col.Live())
 		if regular {
 			p.lastRSS, rssRound = time.Now(), true
+		}
+		if high && p.err == nil { // the pages at RSS's new high, for the resident view
+			p.err = p.col.ReadResidency()
+			p.lastResident = time.Now()
 		}
 	}
 	if p.err == nil && time.Since(p.lastResident) >= residentEvery {

@@ -125,3 +125,36 @@ func TestResidencyAtExit(t *testing.T) {
 	}
 	t.Logf("%d readings of the blocks before the fill found them untouched; at exit: %s", len(empty), strings.TrimSpace(rows[0][0]))
 }
+
+// TestResidentRanking: a 256 MiB mapping of which 8 KiB are touched,
+// beside 40 MiB of heap in use. The peak view ranks the reservation first
+// and sums to far more than the kernel's maxrss of the same program bare;
+// the resident view (the live set at the highest RSS reading, large
+// blocks at their resident bytes) ranks the used heap first at 40 MiB, the
+// mapping at its touched pages, and sums to no more than that maxrss.
+func TestResidentRanking(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "reserve.c")
+	bare := kernelMaxRSS(t, bin)
+	capPath, res := profile(t, dir, nil, bin)
+	if res.code != 0 {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	peak := report(t, capPath, "peak")
+	resident := report(t, capPath, "resident")
+	const mib = 1 << 20
+	t.Logf("kernel maxrss bare %.1f MiB; peak view: reserve %.1f MiB, used %.1f MiB; resident view: reserve %.1f KiB, used %.1f MiB, total %.1f MiB",
+		bare/mib, peak.site("reserve")/mib, peak.site("used")/mib, resident.site("reserve")/1024, resident.site("used")/mib, resident.total()/mib)
+	if peak.site("reserve") < 256*mib || peak.total() <= bare {
+		t.Errorf("peak view: the reservation at %.1f MiB, total %.1f MiB; want 256 MiB, above the kernel's %.1f MiB", peak.site("reserve")/mib, peak.total()/mib, bare/mib)
+	}
+	if used := resident.site("used"); math.Abs(used-40*mib) > 0.05*40*mib {
+		t.Errorf("resident view: used at %.1f MiB, every byte of 40 MiB written", used/mib)
+	}
+	if r := resident.site("reserve"); r < 8192 || r > 64<<10 {
+		t.Errorf("resident view: the reservation at %.0f bytes, 8 KiB touched", r)
+	}
+	if resident.total() > bare {
+		t.Errorf("resident view sums to %.1f MiB, above the kernel's maxrss %.1f MiB", resident.total()/mib, bare/mib)
+	}
+}

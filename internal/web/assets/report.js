@@ -6,7 +6,7 @@
   var T0 = performance.now();
   var ROW = 17;
   var MODE = (typeof HEAPLENS_MODE === 'object' && HEAPLENS_MODE) || {};
-  var VIEWS = ['peak', 'leaks', 'live', 'allocs', 'temporary', 'timeline'];
+  var VIEWS = ['peak', 'leaks', 'live', 'allocs', 'temporary', 'timeline', 'resident'];
   var $ = function (id) { return document.getElementById(id); };
   var doc = null, tree = null, zoom = 0, zoomPath = [], searchRe = null, matchFrame = null;
   var topRows = [], topKey = 'self', renders = 0;
