@@ -77,6 +77,7 @@ func Summary(w io.Writer, c *capture.Capture, sum *heap.Summary, opt SummaryOpti
 			fmt.Fprintf(&b, "    %d. %10s%s  %s\n", i+1, size.Human(s.bytes), plusMinus(c.Meta.Rate, s.v), s.label)
 		}
 	}
+	residentBlocks(&b, c, "large blocks at peak, by resident bytes", sum.PeakBlocks, helpers, sum.Start)
 	fmt.Fprintf(&b, "  allocated   %10s%s in %s objects (estimated)\n", size.Human(allocs.TotalBytes), plusMinus(c.Meta.Rate, allocs.TotalVar), count(allocs.TotalObjects))
 	end, ended := "live at end", "live when the process ended"
 	if c.Meta.AttachedPID != 0 {
@@ -89,6 +90,7 @@ func Summary(w io.Writer, c *capture.Capture, sum *heap.Summary, opt SummaryOpti
 			fmt.Fprintf(&b, "    %d. %10s%s  %s\n", i+1, size.Human(s.bytes), plusMinus(c.Meta.Rate, s.v), s.label)
 		}
 	}
+	residentBlocks(&b, c, "large blocks live at the end, by resident bytes", sum.EndBlocks, helpers, sum.Start)
 	if l := HelperLine(c, helpers, leaks); l != "" {
 		fmt.Fprintf(&b, "  %s\n", l)
 	}
@@ -140,7 +142,7 @@ func pythonNotes(b *strings.Builder, c *capture.Capture) {
 // lookFurther says where the capture is and how to open it.
 func lookFurther(b *strings.Builder, capture string) {
 	fmt.Fprintf(b, "  capture: %s\n", capture)
-	fmt.Fprintf(b, "  look further: heaplens report %s --view peak   (or leaks, live --at 1s, allocs, temporary, timeline)\n", capture)
+	fmt.Fprintf(b, "  look further: heaplens report %s --view peak   (or leaks, live --at 1s, allocs, temporary, timeline, resident)\n", capture)
 	fmt.Fprintf(b, "                heaplens report %s --format html -o report.html   (or pprof, speedscope, json, folded)\n", capture)
 	fmt.Fprintf(b, "                heaplens serve %s\n", capture)
 }

@@ -100,3 +100,37 @@ func Residency(c *capture.Capture, opt Options, at int64) []BlockResidency {
 	})
 	return out
 }
+
+// bigEvents keeps, while Summarize streams a capture's events, the
+// allocations of large blocks (those whose residency the agent reads) and
+// the frees of their addresses: all Residency needs of the events.
+type bigEvents struct {
+	allocs []capture.Alloc
+	frees  []capture.Free
+	addrs  map[[2]uint64]bool // stream, address of a large block allocated
+}
+
+// residentMin is the least size whose residency the agent reads.
+const residentMin = 1 << 20
+
+func newBigEvents() *bigEvents { return &bigEvents{addrs: map[[2]uint64]bool{}} }
+
+func (b *bigEvents) alloc(a *capture.Alloc) {
+	if a.Size >= residentMin {
+		b.allocs = append(b.allocs, *a)
+		b.addrs[[2]uint64{uint64(a.Stream), a.Addr}] = true
+	}
+}
+
+func (b *bigEvents) free(f *capture.Free) {
+	if b.addrs[[2]uint64{uint64(f.Stream), f.Addr}] {
+		b.frees = append(b.frees, *f)
+	}
+}
+
+// capture is c with these events as its only ones.
+func (b *bigEvents) capture(c *capture.Capture) *capture.Capture {
+	cc := *c
+	cc.Allocs, cc.Frees = b.allocs, b.frees
+	return &cc
+}

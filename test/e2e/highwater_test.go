@@ -157,4 +157,9 @@ func TestResidentRanking(t *testing.T) {
 	if resident.total() > bare {
 		t.Errorf("resident view sums to %.1f MiB, above the kernel's maxrss %.1f MiB", resident.total()/mib, bare/mib)
 	}
+	// The summary ranks the blocks live at the end the same way, reserved beside.
+	m := regexp.MustCompile(`large blocks live at the end, by resident bytes.*\n +1\. +40\.0 MiB resident of 40\.0 MiB reserved +used \(reserve\.c:\d+\).*\n +2\. +8\.0 KiB resident of 256\.0 MiB reserved +reserve \(reserve\.c:\d+\)`).FindString(res.stderr)
+	if m == "" {
+		t.Errorf("the summary does not rank the used heap first by resident bytes, the reservation's 8 KiB of 256 MiB second:\n%s", res.stderr)
+	}
 }
