@@ -33,17 +33,45 @@ func residentBlocks(b *strings.Builder, c *capture.Capture, title string, bs []h
 	if len(own) == 0 || reserved-resident < reserved/10 {
 		return
 	}
-	slices.SortStableFunc(own, func(x, y heap.BlockResidency) int {
-		return cmp.Or(cmp.Compare(y.Resident, x.Resident), cmp.Compare(y.Alloc.Size, x.Alloc.Size))
+	// One row per site and function: 64 blocks of one loop are one row.
+	type row struct {
+		label              string
+		resident, reserved uint64
+		n                  int
+		stale              int64 // the oldest stale reading's time, 0 if none
+	}
+	var rows []*row
+	at := map[string]*row{}
+	for _, x := range own {
+		user, _ := UserFrame(c, x.Alloc.StackID)
+		label := user + " by " + capture.FuncNames[x.Alloc.Func]
+		r := at[label]
+		if r == nil {
+			r = &row{label: label}
+			at[label] = r
+			rows = append(rows, r)
+		}
+		r.resident += min(x.Resident, x.Alloc.Size)
+		r.reserved += x.Alloc.Size
+		r.n++
+		if x.Stale && (r.stale == 0 || x.ReadAt < r.stale) {
+			r.stale = x.ReadAt
+		}
+	}
+	slices.SortStableFunc(rows, func(x, y *row) int {
+		return cmp.Or(cmp.Compare(y.resident, x.resident), cmp.Compare(y.reserved, x.reserved), cmp.Compare(x.label, y.label))
 	})
 	fmt.Fprintf(b, "  %s (%s of the %s they reserve resident):\n", title, size.Human(resident), size.Human(reserved))
-	for i, x := range own[:min(len(own), blocksShown)] {
-		user, _ := UserFrame(c, x.Alloc.StackID)
-		when := ""
-		if x.Stale {
-			when = fmt.Sprintf(", not read since %.3f s", float64(x.ReadAt-start)/1e9)
+	for i, r := range rows[:min(len(rows), blocksShown)] {
+		blocks := ""
+		if r.n > 1 {
+			blocks = fmt.Sprintf(" in %d sampled blocks", r.n)
 		}
-		fmt.Fprintf(b, "    %d. %10s resident of %s reserved%s  %s by %s\n", i+1, size.Human(float64(x.Resident)),
-			size.Human(float64(x.Alloc.Size)), when, user, capture.FuncNames[x.Alloc.Func])
+		when := ""
+		if r.stale != 0 {
+			when = fmt.Sprintf(", not read since %.3f s", float64(r.stale-start)/1e9)
+		}
+		fmt.Fprintf(b, "    %d. %10s resident of %s reserved%s%s  %s\n", i+1, size.Human(float64(r.resident)),
+			size.Human(float64(r.reserved)), blocks, when, r.label)
 	}
 }

@@ -21,7 +21,7 @@ type Summary struct {
 	// PeakBlocks and EndBlocks are the large blocks live at the heap's
 	// peak and when their processes ended, with their residency.
 	PeakBlocks, EndBlocks []BlockResidency
-	Gap                 *Gap // RSSGap; nil without malloc statistics
+	Gap                   *Gap // RSSGap; nil without malloc statistics
 }
 
 // Summary returns the summary of the replay.
