@@ -74,9 +74,39 @@ func writeResidency(w io.Writer, c *capture.Capture, p *heap.Profile) {
 	if len(bs) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "large blocks then, resident of reserved (as the agent last read them: once a second, and at exit()):\n")
+	fmt.Fprintf(w, "large blocks then, resident of reserved (as the agent last read them: once a second, at RSS's new highs, and at exit()):\n")
 	start := heap.Start(c)
-	for _, b := range bs[:min(len(bs), residencyShown)] {
+	// The blocks of one site, process and function are one row: a loop's
+	// 64 blocks of 1 MiB are one line, not 64.
+	type row struct {
+		b                  heap.BlockResidency // the first, for its labels
+		resident, reserved uint64
+		n                  int
+		stale              int64 // the oldest stale reading, 0 if none
+	}
+	var rows []*row
+	byKey := map[string]*row{}
+	for _, b := range bs {
+		user, leaf := UserFrame(c, b.Alloc.StackID)
+		if leaf != "" {
+			user = leaf + " ← " + user
+		}
+		k := fmt.Sprint(b.Alloc.Stream, user, b.Alloc.Func)
+		r := byKey[k]
+		if r == nil {
+			r = &row{b: b}
+			byKey[k] = r
+			rows = append(rows, r)
+		}
+		r.resident += b.Resident
+		r.reserved += b.Reserved
+		r.n++
+		if b.Stale && (r.stale == 0 || b.ReadAt < r.stale) {
+			r.stale = b.ReadAt
+		}
+	}
+	for _, r := range rows[:min(len(rows), residencyShown)] {
+		b := r.b
 		user, leaf := UserFrame(c, b.Alloc.StackID)
 		if leaf != "" {
 			user = leaf + " ← " + user
@@ -84,11 +114,15 @@ func writeResidency(w io.Writer, c *capture.Capture, p *heap.Profile) {
 		// A stale reading is what the block held then: said so, never as
 		// the moment's figure.
 		when := ""
-		if b.Stale {
-			when = fmt.Sprintf(", not read since %.3f s (%.3f s before)", float64(b.ReadAt-start)/1e9, float64(b.Moment-b.ReadAt)/1e9)
+		if r.stale != 0 {
+			when = fmt.Sprintf(", not read since %.3f s (%.3f s before)", float64(r.stale-start)/1e9, float64(b.Moment-r.stale)/1e9)
 		}
-		fmt.Fprintf(w, "  %10s of %10s (%3.0f%%%s)  %s by %s  %s\n", size.Human(float64(b.Resident)), size.Human(float64(b.Reserved)),
-			100*float64(b.Resident)/float64(max(b.Reserved, 1)), when, ProcessLabel(c, b.Alloc.Stream), capture.FuncNames[b.Alloc.Func], user)
+		blocks := ""
+		if r.n > 1 {
+			blocks = fmt.Sprintf(" in %d blocks", r.n)
+		}
+		fmt.Fprintf(w, "  %10s of %10s%s (%3.0f%%%s)  %s by %s  %s\n", size.Human(float64(r.resident)), size.Human(float64(r.reserved)), blocks,
+			100*float64(r.resident)/float64(max(r.reserved, 1)), when, ProcessLabel(c, b.Alloc.Stream), capture.FuncNames[b.Alloc.Func], user)
 	}
 	fmt.Fprintln(w)
 }

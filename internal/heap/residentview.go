@@ -41,7 +41,15 @@ func (rp *Replay) Resident(opt Options) *Profile {
 		}
 		untouched := float64(a.Size) - float64(min(b.Resident, a.Size))
 		cut := Weight(a.Size, rp.c.Meta.Rate) * untouched
-		p.Samples[i].Bytes -= cut
+		x := &p.Samples[i]
+		// The variance shrinks with the estimate it is of: the block's
+		// share of the sample is scaled, not its sampling.
+		if x.Bytes > 0 {
+			f := max(x.Bytes-cut, 0) / x.Bytes
+			p.TotalVar -= x.Var * (1 - f*f)
+			x.Var *= f * f
+		}
+		x.Bytes -= cut
 		p.TotalBytes -= cut
 	}
 	slices.SortStableFunc(p.Samples, func(x, y Sample) int {
