@@ -27,30 +27,33 @@ const (
 // program), images whose end is not recorded, and other processes running
 // the program's executable (its workers) are never helpers.
 func Helpers(c *capture.Capture, allocs *heap.Profile) map[uint32]bool {
-	root := c.Meta.AttachedPID
-	var first int64
-	for _, p := range c.Processes {
-		if root == 0 && (first == 0 || p.StartMonoNano < first) {
-			first = p.StartMonoNano
-		}
-	}
-	if root == 0 {
-		for _, p := range c.Processes {
-			if p.StartMonoNano == first {
-				root = p.PID
-			}
-		}
-	}
-	var last *capture.Process // the command's last image
-	for _, p := range c.Processes {
-		if p.PID == root && (last == nil || p.StartMonoNano > last.StartMonoNano) {
-			last = p
-		}
-	}
+	root := commandPID(c)
 	bytes := map[uint32]float64{}
 	if allocs != nil {
 		for _, s := range allocs.Samples {
 			bytes[s.Stream] += s.Bytes
+		}
+	}
+	return helpersBy(c, root, bytes)
+}
+
+// allocatedBy is the estimated bytes each stream allocated, from a capture
+// loaded whole.
+func allocatedBy(c *capture.Capture) map[uint32]float64 {
+	out := map[uint32]float64{}
+	for i := range c.Allocs {
+		a := &c.Allocs[i]
+		out[a.Stream] += heap.Weight(a.Size, c.Meta.Rate) * float64(a.Size)
+	}
+	return out
+}
+
+// helpersBy is Helpers with the bytes each stream allocated.
+func helpersBy(c *capture.Capture, root int, bytes map[uint32]float64) map[uint32]bool {
+	var last *capture.Process // the command's last image
+	for _, p := range c.Processes {
+		if p.PID == root && (last == nil || p.StartMonoNano > last.StartMonoNano) {
+			last = p
 		}
 	}
 	out := map[uint32]bool{}
@@ -71,6 +74,26 @@ func Helpers(c *capture.Capture, allocs *heap.Profile) map[uint32]bool {
 }
 
 var shells = map[string]bool{"bash": true, "sh": true, "dash": true, "zsh": true, "ksh": true}
+
+// commandPID is the pid of the command heaplens ran (or attached to):
+// the first process to start.
+func commandPID(c *capture.Capture) int {
+	root := c.Meta.AttachedPID
+	var first int64
+	for _, p := range c.Processes {
+		if root == 0 && (first == 0 || p.StartMonoNano < first) {
+			first = p.StartMonoNano
+		}
+	}
+	if root == 0 {
+		for _, p := range c.Processes {
+			if p.StartMonoNano == first {
+				root = p.PID
+			}
+		}
+	}
+	return root
+}
 
 // withoutStreams is p without the samples of the given streams.
 func withoutStreams(p *heap.Profile, drop map[uint32]bool) *heap.Profile {
@@ -125,6 +148,6 @@ func HelperLine(c *capture.Capture, helpers map[uint32]bool, leaks *heap.Profile
 	if len(names) > 4 {
 		names = append(names[:4], "…")
 	}
-	return fmt.Sprintf("%d short-lived helper process image(s) (%s): %s live at their exits, left out of the sites above (--pid %d shows one)",
+	return fmt.Sprintf("%d short-lived helper process image(s) (%s): %s live at their exits, not among the sites listed (--pid %d shows one)",
 		len(helpers), strings.Join(names, ", "), size.Human(live), pid)
 }

@@ -116,8 +116,8 @@ type DocTimeline struct {
 	PeakRSS  *DocPoint    `json:"peak_rss,omitempty"`
 	// RSSHighWater is the kernel's high-water mark of RSS, bytes: exact,
 	// where PeakRSS is the highest sampled reading (heap.HighWaterOf).
-	RSSHighWater int64 `json:"rss_high_water,omitempty"`
-	Streams  []DocSeries  `json:"streams"`
+	RSSHighWater int64       `json:"rss_high_water,omitempty"`
+	Streams      []DocSeries `json:"streams"`
 	// Kinds is the estimated heap by kind of memory: malloc, pymem, mmap.
 	Kinds map[string][][2]float64 `json:"kinds"`
 	// MallocInUse and MallocFree are what glibc's malloc said its arenas

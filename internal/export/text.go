@@ -24,21 +24,32 @@ type TextOptions struct {
 func Text(w io.Writer, c *capture.Capture, p *heap.Profile, opt TextOptions) error {
 	bw := bufio.NewWriter(w)
 	writeTextHeader(bw, c, p)
+	// The leak suspects of a whole tree leave out its helpers (a shim's
+	// shells), named in one line instead; --pid shows one.
+	samples, helperLine := p.Samples, ""
+	if p.View == "leaks" && p.Streams == nil && len(c.Processes) > 1 {
+		if helpers := helpersBy(c, commandPID(c), allocatedBy(c)); len(helpers) > 0 {
+			samples, helperLine = withoutStreams(p, helpers).Samples, HelperLine(c, helpers, p)
+		}
+	}
 	top := opt.Top
 	if top == 0 {
 		top = 20
 	}
-	if top < 0 || top > len(p.Samples) {
-		top = len(p.Samples)
+	if top < 0 || top > len(samples) {
+		top = len(samples)
 	}
 	fmt.Fprintln(bw)
-	if len(p.Samples) == 0 {
+	if len(samples) == 0 {
 		fmt.Fprintln(bw, "no samples")
 	} else {
-		fmt.Fprintf(bw, "top %d of %d stacks by estimated bytes:\n", top, len(p.Samples))
+		fmt.Fprintf(bw, "top %d of %d stacks by estimated bytes:\n", top, len(samples))
+	}
+	if helperLine != "" {
+		fmt.Fprintln(bw, helperLine)
 	}
 	writeResidency(bw, c, p)
-	for i, s := range p.Samples[:top] {
+	for i, s := range samples[:top] {
 		share := 0.0
 		if p.TotalBytes > 0 {
 			share = 100 * s.Bytes / p.TotalBytes

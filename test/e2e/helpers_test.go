@@ -63,5 +63,10 @@ func TestShimHelpersFolded(t *testing.T) {
 	if want := float64(24 << 20); got < want-pm || got > want+pm {
 		t.Errorf("pyshim.py:4 keeps %.1f MiB ± %.1f MiB by the summary, exactly 24 MiB", got/(1<<20), pm/(1<<20))
 	}
+	// The leaks report of the whole tree folds them the same way.
+	leaks := run(t, 2*time.Minute, heaplensBin(t), "report", capPath, "--view", "leaks")
+	if !strings.Contains(leaks.stdout, "short-lived helper process image(s)") || regexp.MustCompile(`xmalloc|xrealloc|\((bash|dash|sh)\)`).MatchString(leaks.stdout) {
+		t.Errorf("the leaks report does not fold the helpers, or lists a shell frame:\n%s", leaks.stdout)
+	}
 	t.Logf("%s helpers (%s); first suspect: %s", m[1], m[2], strings.TrimSpace(suspects[0]))
 }
