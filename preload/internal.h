@@ -329,7 +329,8 @@ void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq);
 void count_drop(uint64_t *field);
 void ring_remove(const struct hl_ring_header *h);
 void on_exit_mark(int status, void *arg);
-void resident_at_exit(void);
+void resident_report(void);
+int py_final_sent(void);
 
 /* modules.c */
 int emit_module(struct module *m);

@@ -1,7 +1,9 @@
 /*
  * Residency at exit: the agent reads which pages of the largest sampled
  * blocks are resident once a second, from /proc/PID/pagemap, which is gone
- * once the process is reaped. So at exit() the library counts, with
+ * once the process is reaped. So at exit(), and when a Python interpreter
+ * starts finalizing (before it frees the program's objects: what "live
+ * at exit" means for Python), the library counts, with
  * mincore, the pages of the blocks the agent listed in the ring header
  * (resident_blocks) and writes one RESIDENT record each: the agent then
  * knows what the blocks held when the process ended, not a second before.
@@ -35,7 +37,8 @@ static uint64_t resident_bytes(uint64_t addr, uint64_t size, uint64_t page, uint
 	return res;
 }
 
-void resident_at_exit(void)
+/* Writes a RESIDENT record for each block the agent listed; never blocks. */
+void resident_report(void)
 {
 	struct hl_ring_header *h = ring_now();
 	if (!h)

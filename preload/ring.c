@@ -368,7 +368,8 @@ void on_exit_mark(int status, void *arg)
 {
 	(void)arg;
 	tls.busy++;
-	resident_at_exit();
+	if (!py_final_sent()) /* else read before shutdown freed the program's blocks */
+		resident_report();
 	struct rusage ru;
 	if (getrusage(RUSAGE_SELF, &ru) == 0 && ru.ru_maxrss > 0)
 		emit_mark(HL_MARK_HIGH_WATER, (uint64_t)ru.ru_maxrss * 1024);

@@ -283,9 +283,10 @@ func appendEnd(b []byte, e *End) []byte {
 	b = binary.AppendUvarint(b, e.DroppedAllocs)
 	b = binary.AppendUvarint(b, e.DroppedFrees)
 	b = binary.AppendUvarint(b, e.LostBytes)
-	if e.HighWater != 0 || e.MaxRSS != 0 { // appended later, optional: older readers skip it
+	if e.HighWater != 0 || e.MaxRSS != 0 || e.Finished != 0 { // appended later, optional: older readers skip it
 		b = binary.AppendUvarint(b, e.HighWater)
 		b = binary.AppendUvarint(b, e.MaxRSS)
+		b = binary.AppendVarint(b, e.Finished)
 	}
 	return b
 }
@@ -622,6 +623,9 @@ func decodeEnd(b []byte, e *End) error {
 	if len(d.b) > 0 { // appended later (high-water marks)
 		e.HighWater = d.uvarint()
 		e.MaxRSS = d.uvarint()
+	}
+	if len(d.b) > 0 {
+		e.Finished = d.varint()
 	}
 	return d.err
 }

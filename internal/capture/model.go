@@ -221,6 +221,10 @@ type End struct {
 	// most any of its images or reaped descendants held resident, what
 	// /usr/bin/time prints as %M; 0 on every other End.
 	MaxRSS uint64
+	// Finished is when the program was done, if before the process ended:
+	// the moment a Python interpreter began finalizing (CLOCK_MONOTONIC);
+	// 0 otherwise.
+	Finished int64
 }
 
 // RSS is the resident set size of a stream's process, sampled by the agent

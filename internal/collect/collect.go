@@ -86,17 +86,18 @@ type stream struct {
 	refs    []refSlot // by the slot of a STACK record's ref
 	badRefs uint64    // ALLOCs naming a ref no STACK record defined
 
-	exitMark  *uint64   // the status the process passed to exit(), if it did
-	highWater uint64    // the kernel's high-water mark of its RSS: its exit mark, or the agent's last reading
-	announced bool      // its Process record is written
-	py        *pyStream // nil when the process runs no Python
-	finalized bool      // the interpreter started shutting down: the program is done
-	late      uint64    // records after that, left out
-	corrupt   bool      // a record header could not be framed: nothing more is read
-	execd     bool      // its process exec'd an image that has no ring (see Execd)
-	maps      mappings  // its sampled mappings still mapped
-	big       bigBlocks // its live sampled blocks of residentMin bytes or more
-	published uint64    // fingerprint of the big blocks last listed in its ring (publishResident)
+	exitMark   *uint64   // the status the process passed to exit(), if it did
+	highWater  uint64    // the kernel's high-water mark of its RSS: its exit mark, or the agent's last reading
+	announced  bool      // its Process record is written
+	py         *pyStream // nil when the process runs no Python
+	finalized  bool      // the interpreter started shutting down: the program is done
+	finishedAt int64     // when it did
+	late       uint64    // records after that, left out
+	corrupt    bool      // a record header could not be framed: nothing more is read
+	execd      bool      // its process exec'd an image that has no ring (see Execd)
+	maps       mappings  // its sampled mappings still mapped
+	big        bigBlocks // its live sampled blocks of residentMin bytes or more
+	published  uint64    // fingerprint of the big blocks last listed in its ring (publishResident)
 }
 
 func newStream(name string, r *ring.Ring, h ring.Header) *stream {
@@ -456,7 +457,7 @@ func (c *Collector) drain(s *stream, max int) (int, error) {
 		case ring.RecMark:
 			switch rec.Mark {
 			case ring.MarkPyFinalizing:
-				s.finalized = true
+				s.finalized, s.finishedAt = true, rec.TimeNano
 			case ring.MarkExit:
 				v := rec.Value
 				s.exitMark = &v
@@ -845,7 +846,7 @@ func (c *Collector) end(s *stream, replaced bool) error {
 	} else if s.exitMark != nil {
 		e.Known, e.ExitCode = true, int(*s.exitMark&0xff)
 	}
-	e.HighWater = s.highWater
+	e.HighWater, e.Finished = s.highWater, s.finishedAt
 	if s.hdr.PID == c.root && !replaced {
 		e.MaxRSS = c.maxRSS
 	}

@@ -90,6 +90,9 @@ func Residency(c *capture.Capture, opt Options, at int64) []BlockResidency {
 			b.Moment = 0
 			if e := c.Ends[k.stream]; e != nil {
 				b.Moment = e.TimeNano
+				if e.Finished > 0 && e.Finished < e.TimeNano {
+					b.Moment = e.Finished // a Python program's end: before its shutdown
+				}
 			}
 		}
 		b.Stale = b.Moment != 0 && r.TimeNano < b.Moment-currentWithin
