@@ -46,8 +46,8 @@ func kernelMaxRSS(t *testing.T, command ...string) float64 {
 // TestPeakRSSShortRun: a run of about 30 ms that touches 40 MiB peaks, by
 // the summary, within 10 % of what the kernel says the same program peaks
 // at bare (/usr/bin/time's %M), and says that figure is exact; its RSS
-// series has readings inside the run, which lasts less than the agent's
-// regular 100 ms between readings.
+// series, and that of a 25 ms run, has readings inside the run, which
+// lasts less than the agent's regular 100 ms between readings.
 func TestPeakRSSShortRun(t *testing.T) {
 	dir := t.TempDir()
 	bin := build(t, dir, "shortrun.c")
@@ -69,7 +69,19 @@ func TestPeakRSSShortRun(t *testing.T) {
 		t.Errorf("the sampled RSS is not said to be sampled:\n%s", res.stderr)
 	}
 
-	// The readings of the RSS series that fall inside the run.
+	readingsInside(t, capPath)
+	// A run of about 25 ms (1 MiB touched, 20 ms asleep) has a timeline too.
+	capPath, res = profile(t, dir, []string{"-q"}, bin, "1")
+	if res.code != 0 {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	readingsInside(t, capPath)
+}
+
+// readingsInside checks that the RSS series of a capture's first process
+// has two readings or more between its start and its end.
+func readingsInside(t *testing.T, capPath string) {
+	t.Helper()
 	dump := run(t, time.Minute, heaplensBin(t), "dump", capPath)
 	start := regexp.MustCompile(`(?m)^Process +stream=1 .*start_mono_ns=(\d+)`).FindStringSubmatch(dump.stdout)
 	end := regexp.MustCompile(`(?m)^End +stream=1 t=(\d+)`).FindStringSubmatch(dump.stdout)
@@ -84,7 +96,7 @@ func TestPeakRSSShortRun(t *testing.T) {
 			inside++
 		}
 	}
-	t.Logf("the run lasted %.1f ms; %d RSS readings inside it", float64(until-from)/1e6, inside)
+	t.Logf("the run lasted %.1f ms (until the agent saw its end); %d RSS readings inside it", float64(until-from)/1e6, inside)
 	if inside < 2 {
 		t.Errorf("%d RSS readings inside a run of %.1f ms, want 2 or more", inside, float64(until-from)/1e6)
 	}
