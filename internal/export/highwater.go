@@ -29,8 +29,12 @@ func RSSPeakLines(c *capture.Capture, hw heap.HighWater, sampled heap.Point, sta
 		if len(lines) == 0 {
 			prefix = fmt.Sprintf("%-*s", width, label)
 		}
-		lines = append(lines, fmt.Sprintf("%ssampled: the highest reading %s %s (RSS is read after 1, 3, 7, 15 and 31 ms, then every 100 ms: it misses what lasts less)",
-			prefix, size.Human(sampled.Bytes), peakAt(start, sampled)))
+		pace := "after 1, 3, 7, 15 and 31 ms, then every 100 ms"
+		if hw.Bytes == 0 { // an agent from before high-water marks read it at this pace
+			pace = "about every 100 ms"
+		}
+		lines = append(lines, fmt.Sprintf("%ssampled: the highest reading %s %s (RSS is read %s: it misses what lasts less)",
+			prefix, size.Human(sampled.Bytes), peakAt(start, sampled), pace))
 	}
 	return lines
 }
