@@ -78,21 +78,19 @@ var shells = map[string]bool{"bash": true, "sh": true, "dash": true, "zsh": true
 // commandPID is the pid of the command heaplens ran (or attached to):
 // the first process to start.
 func commandPID(c *capture.Capture) int {
-	root := c.Meta.AttachedPID
-	var first int64
+	if c.Meta.AttachedPID != 0 {
+		return c.Meta.AttachedPID
+	}
+	var first *capture.Process
 	for _, p := range c.Processes {
-		if root == 0 && (first == 0 || p.StartMonoNano < first) {
-			first = p.StartMonoNano
+		if first == nil || p.StartMonoNano < first.StartMonoNano {
+			first = p
 		}
 	}
-	if root == 0 {
-		for _, p := range c.Processes {
-			if p.StartMonoNano == first {
-				root = p.PID
-			}
-		}
+	if first == nil {
+		return 0
 	}
-	return root
+	return first.PID
 }
 
 // withoutStreams is p without the samples of the given streams.
