@@ -16,7 +16,7 @@
 
 #include "internal.h"
 
-#define VEC 4096 /* pages per mincore call: a 4 KiB vector on the stack */
+#define VEC 256 /* pages per mincore call: a small vector on the stack, which may be a 16 KiB thread's */
 
 /* The resident bytes of [addr, addr+size), by pages; 0 and *ok unset on error. */
 static uint64_t resident_bytes(uint64_t addr, uint64_t size, uint64_t page, uint64_t *span, int *ok)

@@ -171,6 +171,7 @@ func writeTextHeader(w io.Writer, c *capture.Capture, p *heap.Profile) {
 	}
 	fmt.Fprintf(w, "processes: %d\n", len(procs))
 	sampled := sampledStreams(c)
+	marks := heap.HighWaters(c)
 	quiet := map[string]int{} // command -> processes with no samples
 	var names []string
 	for _, pr := range procs {
@@ -182,8 +183,8 @@ func writeTextHeader(w io.Writer, c *capture.Capture, p *heap.Profile) {
 			quiet[name]++
 			continue
 		}
-		fmt.Fprintf(w, "  %s stream %d, %s; %s\n", ProcessLabel(c, pr.Stream), pr.Stream,
-			exitStatus(c.Ends[pr.Stream]), dropped(p, pr.Stream))
+		fmt.Fprintf(w, "  %s stream %d, %s%s; %s\n", ProcessLabel(c, pr.Stream), pr.Stream,
+			exitStatus(c.Ends[pr.Stream]), highWaterOf(marks[pr.Stream]), dropped(p, pr.Stream))
 	}
 	if len(names) > 0 {
 		n := 0
@@ -252,6 +253,15 @@ func exitStatus(e *capture.End) string {
 		return fmt.Sprintf("killed by signal %d", e.Signal)
 	}
 	return fmt.Sprintf("exited %d", e.ExitCode)
+}
+
+// highWaterOf is "; RSS high-water mark X" for a process whose mark is
+// known (exact, the kernel's: heap.HighWaters), "" otherwise.
+func highWaterOf(b uint64) string {
+	if b == 0 {
+		return ""
+	}
+	return "; RSS high-water mark " + size.Human(float64(b))
 }
 
 func dropped(p *heap.Profile, stream uint32) string {

@@ -63,3 +63,21 @@ func HighWaterOf(c *capture.Capture, opt Options) HighWater {
 
 // HighWater is HighWaterOf the replay's capture and streams.
 func (rp *Replay) HighWater() HighWater { return HighWaterOf(rp.c, Options{Streams: rp.covered}) }
+
+// HighWaters returns each stream's own high-water mark of RSS: its exit
+// mark or the agent's highest VmHWM reading (not wait4's figure, which
+// may cover descendants); streams without one are absent.
+func HighWaters(c *capture.Capture) map[uint32]uint64 {
+	out := map[uint32]uint64{}
+	for i := range c.RSS {
+		if r := &c.RSS[i]; r.HighWater > out[r.Stream] {
+			out[r.Stream] = r.HighWater
+		}
+	}
+	for s, e := range c.Ends {
+		if e.HighWater > out[s] {
+			out[s] = e.HighWater
+		}
+	}
+	return out
+}
