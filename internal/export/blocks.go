@@ -75,3 +75,12 @@ func residentBlocks(b *strings.Builder, c *capture.Capture, title string, bs []h
 			size.Human(float64(r.reserved)), blocks, when, r.label)
 	}
 }
+
+// negativeRest says what a negative rest means: the heap counts blocks at
+// their size, RSS only the pages touched.
+func negativeRest(rest float64) string {
+	if rest >= 0 {
+		return ""
+	}
+	return " (negative: the live heap counts reserved pages never touched, which RSS does not; --view resident counts them as RSS does)"
+}

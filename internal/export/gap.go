@@ -29,7 +29,7 @@ func GapLines(g *heap.Gap, start int64, indent string) []string {
 	rest := g.RSS - g.Heap - g.Free
 	lines := []string{fmt.Sprintf("%sRSS at %.3f s: %s = live heap %s (estimated; %s) + free in glibc's arenas %s + the rest %s",
 		indent, float64(g.T-start)/1e9, size.Human(g.RSS), size.Human(g.Heap), strings.Join(kinds, ", "),
-		size.Human(g.Free), signedHuman(rest)+negativeRest(rest))}
+		size.Human(g.Free), signedHuman(rest))}
 	if share := g.FreeShare(); share >= arenaShareNote {
 		advice := "consider MALLOC_ARENA_MAX=2 (fewer arenas to fragment), or malloc_trim(0) once the peak is over"
 		if g.Trimmable >= g.Free/2 {
@@ -37,6 +37,7 @@ func GapLines(g *heap.Gap, start int64, indent string) []string {
 		}
 		lines = append(lines, fmt.Sprintf("%s%.0f %% of RSS is free memory held in glibc's arenas: %s", indent, 100*share, advice))
 	}
+	lines[0] += negativeRest(rest)
 	return lines
 }
 
@@ -65,15 +66,6 @@ func AllocatorNotes(procs []*capture.Process, keep func(stream uint32) bool) []s
 		out = append(out, fmt.Sprintf("%s: malloc was %s: what it holds beside the live heap is not split out of RSS", who, a))
 	}
 	return out
-}
-
-// negativeRest says what a negative rest means: the heap counts blocks at
-// their size, RSS only the pages touched.
-func negativeRest(rest float64) string {
-	if rest >= 0 {
-		return ""
-	}
-	return " (negative: the live heap counts reserved pages never touched, which RSS does not; --view resident counts them as RSS does)"
 }
 
 func signedHuman(v float64) string {
