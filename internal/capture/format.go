@@ -283,10 +283,11 @@ func appendEnd(b []byte, e *End) []byte {
 	b = binary.AppendUvarint(b, e.DroppedAllocs)
 	b = binary.AppendUvarint(b, e.DroppedFrees)
 	b = binary.AppendUvarint(b, e.LostBytes)
-	if e.HighWater != 0 || e.MaxRSS != 0 || e.Finished != 0 { // appended later, optional: older readers skip it
+	if e.HighWater != 0 || e.MaxRSS != 0 || e.Finished != 0 || e.Ring != 0 { // appended later, optional: older readers skip it
 		b = binary.AppendUvarint(b, e.HighWater)
 		b = binary.AppendUvarint(b, e.MaxRSS)
 		b = binary.AppendVarint(b, e.Finished)
+		b = binary.AppendUvarint(b, e.Ring)
 	}
 	return b
 }
@@ -626,6 +627,9 @@ func decodeEnd(b []byte, e *End) error {
 	}
 	if len(d.b) > 0 {
 		e.Finished = d.varint()
+	}
+	if len(d.b) > 0 {
+		e.Ring = d.uvarint()
 	}
 	return d.err
 }

@@ -225,6 +225,10 @@ type End struct {
 	// the moment a Python interpreter began finalizing (CLOCK_MONOTONIC);
 	// 0 otherwise.
 	Finished int64
+	// Ring is the bytes of the process's heaplens ring resident at its end
+	// (header and backed data): heaplens's part of its RSS and high-water
+	// marks, at most; 0 unknown.
+	Ring uint64
 }
 
 // RSS is the resident set size of a stream's process, sampled by the agent

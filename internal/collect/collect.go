@@ -846,7 +846,7 @@ func (c *Collector) end(s *stream, replaced bool) error {
 	} else if s.exitMark != nil {
 		e.Known, e.ExitCode = true, int(*s.exitMark&0xff)
 	}
-	e.HighWater, e.Finished = s.highWater, s.finishedAt
+	e.HighWater, e.Finished, e.Ring = s.highWater, s.finishedAt, s.r.Backed()
 	if s.hdr.PID == c.root && !replaced {
 		e.MaxRSS = c.maxRSS
 	}

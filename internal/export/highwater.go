@@ -16,13 +16,18 @@ import (
 func RSSPeakLines(c *capture.Capture, hw heap.HighWater, sampled heap.Point, start int64, label string, width int) []string {
 	pad := fmt.Sprintf("%*s", width, "")
 	var lines []string
+	// The ring heaplens adds to the process is resident too: said, not hidden.
+	ring := ""
+	if hw.Ring > 0 {
+		ring = fmt.Sprintf("; heaplens's ring is at most %s of it", size.Human(float64(hw.Ring)))
+	}
 	switch {
 	case hw.Bytes == 0:
 	case hw.Command:
-		lines = append(lines, fmt.Sprintf("%-*s%s exact: the kernel's high-water mark of the command (ru_maxrss, /usr/bin/time's %%M)", width, label, size.Human(float64(hw.Bytes))))
+		lines = append(lines, fmt.Sprintf("%-*s%s exact: the kernel's high-water mark of the command (ru_maxrss, /usr/bin/time's %%M)%s", width, label, size.Human(float64(hw.Bytes)), ring))
 	default:
-		lines = append(lines, fmt.Sprintf("%-*s%s exact: the kernel's high-water mark of %s (VmHWM), the largest of %d process image(s)",
-			width, label, size.Human(float64(hw.Bytes)), ProcessLabel(c, hw.Stream), hw.Images))
+		lines = append(lines, fmt.Sprintf("%-*s%s exact: the kernel's high-water mark of %s (VmHWM), the largest of %d process image(s)%s",
+			width, label, size.Human(float64(hw.Bytes)), ProcessLabel(c, hw.Stream), hw.Images, ring))
 	}
 	if sampled.Bytes > 0 {
 		prefix := pad

@@ -14,6 +14,9 @@ type HighWater struct {
 	Command bool
 	Stream  uint32 // whose mark Bytes is, when not Command
 	Images  int    // covered process images whose mark is known
+	// Ring bounds heaplens's own part of Bytes: the largest ring resident
+	// in one of the processes Bytes may be of (capture.End.Ring).
+	Ring uint64
 }
 
 // HighWaterOf returns the covered streams' high-water mark, from their End
@@ -57,6 +60,13 @@ func HighWaterOf(c *capture.Capture, opt Options) HighWater {
 	// reparented elsewhere: an image above it is the one to name.
 	if command > 0 && command >= largestOther {
 		hw.Bytes, hw.Command, hw.Stream = command, true, 0
+		for s, e := range c.Ends {
+			if opt.keep(s) {
+				hw.Ring = max(hw.Ring, e.Ring)
+			}
+		}
+	} else if e := c.Ends[hw.Stream]; e != nil && hw.Bytes > 0 {
+		hw.Ring = e.Ring
 	}
 	return hw
 }

@@ -249,6 +249,12 @@ func (r *Ring) Backing() (stopped bool, backed uint64, errno unix.Errno) {
 	return true, min(atomic.LoadUint64(r.u64(offBacked)), uint64(len(r.data))), unix.Errno(atomic.LoadUint32(r.u32(offBackingErrno)))
 }
 
+// Backed returns the bytes of the ring the library has backed so far, its
+// header included: in the process that writes it they are resident.
+func (r *Ring) Backed() uint64 {
+	return HeaderSize + min(atomic.LoadUint64(r.u64(offBacked)), uint64(len(r.data)))
+}
+
 // SetResidentBlocks lists, for the library to count at exit(), the blocks
 // {address, size} whose residency the agent wants (at most ResidentBlocks):
 // the count is cleared first and set last, so a reader at exit sees at
