@@ -238,6 +238,7 @@ type poller struct {
 	w                                *capture.Writer
 	rss                              *rssSampler
 	lastFlush, lastRSS, lastResident time.Time
+	residentCost                     time.Duration // how long the last reading of residency took
 	ticks                            int
 	err                              error
 }
@@ -261,20 +262,28 @@ func (p *poller) tick() (rssRound bool) {
 		if regular {
 			p.lastRSS, rssRound = time.Now(), true
 		}
-		if high && p.err == nil { // the pages at RSS's new high, for the resident view
-			p.err = p.col.ReadResidency()
-			p.lastResident = time.Now()
+		// The pages at RSS's new high, for the resident view; no more than a
+		// tenth of the agent's time (a reading costs up to 8 MiB of pagemap).
+		if high && p.err == nil && time.Since(p.lastResident) >= 10*p.residentCost {
+			p.readResidency()
 		}
 	}
 	if p.err == nil && time.Since(p.lastResident) >= residentEvery {
-		p.err = p.col.ReadResidency()
-		p.lastResident = time.Now()
+		p.readResidency()
 	}
 	if time.Since(p.lastFlush) >= flushEvery {
 		p.w.Flush()
 		p.lastFlush = time.Now()
 	}
 	return rssRound
+}
+
+// readResidency reads the pages of the large blocks, and times it.
+func (p *poller) readResidency() {
+	t := time.Now()
+	p.err = p.col.ReadResidency()
+	p.lastResident = time.Now()
+	p.residentCost = p.lastResident.Sub(t)
 }
 
 func command(o Options, path string) *exec.Cmd {
