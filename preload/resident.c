@@ -16,6 +16,7 @@
 
 #include "internal.h"
 
+#define BUDGET (1u << 19) /* pages counted in one report, at most: 2 GiB, a few ms of mincore */
 #define VEC 256 /* pages per mincore call: a small vector on the stack, which may be a 16 KiB thread's */
 
 /* The resident bytes of [addr, addr+size), by pages; 0 and *ok unset on error. */
@@ -47,12 +48,13 @@ void resident_report(void)
 	if (n > HL_RESIDENT_BLOCKS)
 		n = HL_RESIDENT_BLOCKS;
 	long ps = sysconf(_SC_PAGESIZE);
-	uint64_t page = ps > 0 ? (uint64_t)ps : 4096;
+	uint64_t page = ps > 0 ? (uint64_t)ps : 4096, budget = BUDGET;
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t addr = __atomic_load_n(&h->resident_blocks[i][0], __ATOMIC_RELAXED);
 		uint64_t size = __atomic_load_n(&h->resident_blocks[i][1], __ATOMIC_RELAXED);
-		if (addr == 0 || size == 0 || addr + size < addr)
-			continue;
+		if (addr == 0 || size == 0 || addr + size < addr || size / page + 1 > budget)
+			continue; /* a reservation too large to count quickly keeps its last reading */
+		budget -= size / page + 1;
 		int ok = 1;
 		uint64_t span, res = resident_bytes(addr, size, page, &span, &ok), pos;
 		if (!ok)
