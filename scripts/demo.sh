@@ -24,16 +24,17 @@ cat <<'EOF'
 - churn allocates 781 MiB but frees all of it: it shows in "allocated", not among the leaks.
 - the estimated heap and RSS differ, and both are right. "RSS peak ... exact" is the kernel's
   own high-water mark of resident memory (ru_maxrss: what /usr/bin/time -f %M prints; the bare
-  run below gives leaky's figure without heaplens, whose library and ring add about 1.5 MiB).
+  run below gives leaky's figure without heaplens, whose library and ring add a little).
   The heap counts blocks at the size the program asked for: keep_large's 64 blocks reserve
   64 MiB but write 64 B each, so only the page or two around those bytes is resident: the
   summary's "large blocks ... by resident bytes" lines show it, beside what they reserve. What
   leaky holds resident is mostly keep_small's 19.5 MiB (and malloc's 16-byte header on each of
   its 80000 blocks), then code, libraries and thread stacks; grow writes one byte per step and
-  churn reuses the same few pages. --view resident ranks the sites by what they held resident at the highest
-  RSS reading (the last report below): keep_small first, keep_large at a few hundred KiB.
-- "sampled: the highest reading" is RSS as read while leaky ran: after 1, 3, 7, 15 and 31 ms,
-  then every 100 ms. It can miss a short peak; the exact figure above cannot.
+  churn reuses the same few pages. --view resident ranks the sites by what they held resident
+  at the highest RSS reading (the last report below): keep_small first, keep_large at a few
+  hundred KiB. "heaplens's ring is at most ..." says how much of the exact figure is heaplens's.
+- "sampled: the highest reading" is RSS as read while leaky ran: at every poll of the first
+  100 ms, then every 100 ms. It can miss a short peak; the exact figure above cannot.
 
 EOF
 if [ -x /usr/bin/time ]; then

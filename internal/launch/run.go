@@ -86,13 +86,10 @@ const (
 )
 const flushEvery = time.Second
 
-// RSS is read every rssEvery, and on each of the first rssFast polls (1,
-// 2, 4, 8, 16 ms apart), so that a run of a few tens of milliseconds has a
-// timeline too.
-const (
-	rssEvery = 100 * time.Millisecond
-	rssFast  = 5
-)
+// RSS is read every rssEvery, and at every poll before the first rssEvery
+// has passed (1, 3, 7, 15, 31, 51, 71, 91 ms), so that a run of a few tens
+// of milliseconds has a timeline too.
+const rssEvery = 100 * time.Millisecond
 const residentEvery = time.Second
 
 // Run runs the command to completion under the profiler. A command that
@@ -239,14 +236,14 @@ type poller struct {
 	rss                              *rssSampler
 	lastFlush, lastRSS, lastResident time.Time
 	residentCost                     time.Duration // how long the last reading of residency took
-	ticks                            int
+	started                          time.Time
 	err                              error
 }
 
 func newPoller(col *collect.Collector, w *capture.Writer) *poller {
 	rss := newRSSSampler()
 	rss.highWater = col.HighWater
-	return &poller{col: col, w: w, rss: rss, lastFlush: time.Now(), lastResident: time.Now()}
+	return &poller{col: col, w: w, rss: rss, lastFlush: time.Now(), lastResident: time.Now(), started: time.Now()}
 }
 
 // tick does one round; it reports whether RSS was read at its regular pace
@@ -255,8 +252,7 @@ func (p *poller) tick() (rssRound bool) {
 	if p.err == nil {
 		p.err = p.col.Poll(false)
 	}
-	p.ticks++
-	if regular := time.Since(p.lastRSS) >= rssEvery; p.err == nil && (regular || p.ticks <= rssFast) {
+	if regular := time.Since(p.lastRSS) >= rssEvery; p.err == nil && (regular || time.Since(p.started) < rssEvery) {
 		var high bool
 		high, p.err = p.rss.sample(p.w, p.col.Live())
 		if regular {
