@@ -33,7 +33,7 @@ cat <<'EOF'
   churn reuses the same few pages. --view resident ranks the sites by what they held resident
   at the highest RSS reading (the last report below): keep_small first, keep_large at a few
   hundred KiB. "heaplens's ring is at most ..." says how much of the exact figure is heaplens's.
-- "sampled: the highest reading" is RSS as read while leaky ran: at every poll of the first
+- "sampled: the highest reading" is RSS as read while leaky ran: at every poll of its first
   100 ms, then every 100 ms. It can miss a short peak; the exact figure above cannot.
 
 EOF

@@ -34,7 +34,7 @@ func RSSPeakLines(c *capture.Capture, hw heap.HighWater, sampled heap.Point, sta
 		if len(lines) == 0 {
 			prefix = fmt.Sprintf("%-*s", width, label)
 		}
-		pace := "at every poll of the first 100 ms, then every 100 ms"
+		pace := "at every poll during the first 100 ms of each process, then every 100 ms"
 		if hw.Bytes == 0 { // an agent from before high-water marks read it at this pace
 			pace = "about every 100 ms"
 		}

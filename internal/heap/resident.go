@@ -41,19 +41,30 @@ func Residency(c *capture.Capture, opt Options, at int64) []BlockResidency {
 		stream uint32
 		addr   uint64
 	}
-	// A reading up to currentWithin after the moment stands for it too
-	// (the agent reads the pages right after RSS reaches a new high).
+	// The first reading up to currentWithin after the moment stands for it
+	// best (the agent reads the pages right after RSS reaches a new high,
+	// and pages touched by then stay while the block lives); else the last
+	// one before it.
 	upTo := at
 	if at < AtExit-currentWithin {
 		upTo = at + currentWithin
 	}
-	last := map[key]capture.Resident{}
+	last, after := map[key]capture.Resident{}, map[key]capture.Resident{}
 	for _, r := range c.Residents {
-		if r.TimeNano <= upTo && opt.keep(r.Stream) {
-			if prev, ok := last[key{r.Stream, r.Addr}]; !ok || r.TimeNano >= prev.TimeNano {
-				last[key{r.Stream, r.Addr}] = r
-			}
+		if r.TimeNano > upTo || !opt.keep(r.Stream) {
+			continue
 		}
+		k := key{r.Stream, r.Addr}
+		if r.TimeNano > at {
+			if prev, ok := after[k]; !ok || r.TimeNano < prev.TimeNano {
+				after[k] = r
+			}
+		} else if prev, ok := last[k]; !ok || r.TimeNano >= prev.TimeNano {
+			last[k] = r
+		}
+	}
+	for k, r := range after {
+		last[k] = r
 	}
 	if len(last) == 0 {
 		return nil
@@ -111,17 +122,27 @@ type bigEvents struct {
 	allocs []capture.Alloc
 	frees  []capture.Free
 	addrs  map[[2]uint64]bool // stream, address of a large block allocated
+	read   map[[2]uint64]bool // stream, address of a reading
 }
 
 // residentMin is the least size whose residency the agent reads.
 const residentMin = 1 << 20
 
-func newBigEvents() *bigEvents { return &bigEvents{addrs: map[[2]uint64]bool{}} }
+// newBigEvents keeps the events at the addresses c has readings of: what
+// it holds is bounded by the readings, not by the run's allocations.
+func newBigEvents(c *capture.Capture) *bigEvents {
+	b := &bigEvents{addrs: map[[2]uint64]bool{}, read: map[[2]uint64]bool{}}
+	for _, r := range c.Residents {
+		b.read[[2]uint64{uint64(r.Stream), r.Addr}] = true
+	}
+	return b
+}
 
 func (b *bigEvents) alloc(a *capture.Alloc) {
-	if a.Size >= residentMin {
+	k := [2]uint64{uint64(a.Stream), a.Addr}
+	if a.Size >= residentMin && b.read[k] {
 		b.allocs = append(b.allocs, *a)
-		b.addrs[[2]uint64{uint64(a.Stream), a.Addr}] = true
+		b.addrs[k] = true
 	}
 }
 

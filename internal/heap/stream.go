@@ -161,7 +161,7 @@ func Summarize(c *capture.Capture, pre *Prescan, scan func(fn func(*capture.Reco
 	r := newStreamer(c, pre, start)
 	r.allocs = newBuilder(c, Options{})
 	if len(c.Residents) > 0 {
-		r.big = newBigEvents()
+		r.big = newBigEvents(c)
 	}
 	if c.Meta.Rate <= 1 {
 		r.fold = newPeakFold()

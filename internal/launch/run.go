@@ -86,10 +86,14 @@ const (
 )
 const flushEvery = time.Second
 
-// RSS is read every rssEvery, and at every poll before the first rssEvery
-// has passed (1, 3, 7, 15, 31, 51, 71, 91 ms), so that a run of a few tens
-// of milliseconds has a timeline too.
-const rssEvery = 100 * time.Millisecond
+// RSS is read every rssEvery, and at every poll (1, 3, 7, 15, 31, 51, 71,
+// 91 ms into the run, then every 20 ms) while a process started less than
+// rssEvery ago, so that a run of a few tens of milliseconds has a timeline
+// too; for at most rssYoungMax processes, whose every reading costs.
+const (
+	rssEvery    = 100 * time.Millisecond
+	rssYoungMax = 32
+)
 const residentEvery = time.Second
 
 // Run runs the command to completion under the profiler. A command that
@@ -236,6 +240,7 @@ type poller struct {
 	rss                              *rssSampler
 	lastFlush, lastRSS, lastResident time.Time
 	residentCost                     time.Duration // how long the last reading of residency took
+	residentDue                      bool          // RSS reached a new high since the last reading
 	started                          time.Time
 	err                              error
 }
@@ -252,17 +257,21 @@ func (p *poller) tick() (rssRound bool) {
 	if p.err == nil {
 		p.err = p.col.Poll(false)
 	}
-	if regular := time.Since(p.lastRSS) >= rssEvery; p.err == nil && (regular || time.Since(p.started) < rssEvery) {
+	if regular := time.Since(p.lastRSS) >= rssEvery; p.err == nil && (regular || p.young()) {
 		var high bool
 		high, p.err = p.rss.sample(p.w, p.col.Live())
 		if regular {
 			p.lastRSS, rssRound = time.Now(), true
 		}
-		// The pages at RSS's new high, for the resident view; no more than a
-		// tenth of the agent's time (a reading costs up to 8 MiB of pagemap).
-		if high && p.err == nil && time.Since(p.lastResident) >= 10*p.residentCost {
-			p.readResidency()
-		}
+		p.residentDue = p.residentDue || high
+	}
+	// The pages at RSS's new high, for the resident view: at once, or, to
+	// spend little of the agent's time on them (a reading costs up to 8 MiB
+	// of pagemap), at the first poll after ten times the last one's cost,
+	// within 50 ms: a reading stands for a moment up to 100 ms before it
+	// (heap.Residency).
+	if p.residentDue && p.err == nil && time.Since(p.lastResident) >= min(10*p.residentCost, 50*time.Millisecond) {
+		p.readResidency()
 	}
 	if p.err == nil && time.Since(p.lastResident) >= residentEvery {
 		p.readResidency()
@@ -274,8 +283,18 @@ func (p *poller) tick() (rssRound bool) {
 	return rssRound
 }
 
+// young reports whether RSS is read at this poll beside the regular
+// rounds: the run is in its first rssEvery, or a process of a small tree is.
+func (p *poller) young() bool {
+	if time.Since(p.started) < rssEvery {
+		return true
+	}
+	return len(p.col.Live()) <= rssYoungMax && p.col.Young(rssEvery)
+}
+
 // readResidency reads the pages of the large blocks, and times it.
 func (p *poller) readResidency() {
+	p.residentDue = false
 	t := time.Now()
 	p.err = p.col.ReadResidency()
 	p.lastResident = time.Now()
