@@ -21,6 +21,8 @@
 #define HL_FLAG_ATTACHED 16u /* made by heaplens attach in a running process: sampling began at start_mono_ns */
 #define HL_FLAG_DETACHED 32u /* the attach session ended: nothing more is written */
 
+#define HL_RESIDENT_BLOCKS 24u /* entries of resident_blocks */
+
 /* allocator_flags */
 #define HL_ALLOCATOR_GLIBC 1u /* the allocator is glibc's: MALLINFO records describe it */
 
@@ -68,7 +70,13 @@ struct hl_ring_header {
 	uint32_t allocator_len;       /* bytes used in allocator */
 	char allocator[256];          /* path of the module whose malloc the hooks call ("" the executable) */
 	uint64_t walks_cut;           /* stacks whose walk stopped short of the outermost frame (unwind-format.md, "Stacks") */
-	uint8_t pad3[1024 - 632];
+	/* Written by the agent: the largest live sampled blocks, whose pages
+	 * the library counts at exit() (RESIDENT records). Entries may be torn
+	 * while the agent rewrites them; the agent checks what comes back. */
+	uint32_t resident_count; /* valid entries, at most HL_RESIDENT_BLOCKS */
+	uint32_t resident_pad;
+	uint64_t resident_blocks[HL_RESIDENT_BLOCKS][2]; /* {address, size} */
+	/* the header's first KiB ends here */
 
 	char cmdline[2048]; /* /proc/self/cmdline: NUL-separated, possibly cut */
 	char exe[1024];     /* readlink(/proc/self/exe) */
@@ -86,6 +94,7 @@ struct hl_ring_header {
 #define HL_REC_ALLOC 1u  /* time, addr, size, tid|flags<<32, frames[count] (leaf first) */
 #define HL_REC_FREE 2u   /* time, addr, tid; with HL_FUNC_MUNMAP also the length unmapped */
 #define HL_REC_MODULE 3u /* time, load bias, path length, segments[count] {vaddr, memsz, offset, flags}, path */
+#define HL_REC_RESIDENT 9u /* time, address, bytes spanned, bytes resident (mincore at exit()) */
 #define HL_REC_CODE 4u   /* code, identity|firstlineno<<32, filename kind|len<<8, qualname kind|len<<8, table len, bytes */
 #define HL_REC_MARK 5u   /* time, kind (HL_MARK_*), value */
 #define HL_REC_ORIGIN 6u /* time, token, tid|flags<<32|npy<<48, frames[count], python frames: an origin's stack */
@@ -95,6 +104,7 @@ struct hl_ring_header {
 #define HL_MARK_PY_FINALIZING 1u /* the interpreter started shutting down: the program itself is done */
 #define HL_MARK_EXIT 2u          /* exit() was called; the status follows in the next word */
 #define HL_MARK_USER 3u          /* heaplens_mark(value): a point in time the program names (a test's end) */
+#define HL_MARK_HIGH_WATER 4u    /* at exit(): the kernel's high-water mark of resident memory, bytes (ru_maxrss) */
 
 #define HL_ALLOC_TRUNCATED 1u /* flags: the stack was cut at HL_MAX_FRAMES */
 #define HL_ALLOC_PYMEM 2u     /* flags: allocated through a PyMem domain (a Python object) */

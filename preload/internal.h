@@ -375,6 +375,8 @@ void count_drop(uint64_t *field);
 void ring_remove(const struct hl_ring_header *h);
 void ring_back_all(void); /* the whole ring, now: no madvise once a seccomp filter is in */
 void on_exit_mark(int status, void *arg);
+void resident_report(void);
+int py_final_sent(void);
 
 /* modules.c */
 int emit_module(struct module *m);

@@ -326,9 +326,14 @@ void py_check_final(void)
 	pymem_check();
 	if (__atomic_load_n(&final_sent, __ATOMIC_RELAXED) || !LOAD(uint64_t, py.runtime, py.L.rt_finalizing) || !ring_now())
 		return;
-	if (!__atomic_exchange_n(&final_sent, 1, __ATOMIC_RELAXED))
+	if (!__atomic_exchange_n(&final_sent, 1, __ATOMIC_RELAXED)) {
 		emit_mark(HL_MARK_PY_FINALIZING, 0);
+		resident_report(); /* the program's blocks before shutdown frees them */
+	}
 }
+
+/* Whether this ring has the finalizing mark (and the residency read then). */
+int py_final_sent(void) { return __atomic_load_n(&final_sent, __ATOMIC_RELAXED); }
 
 void py_new_ring(void)
 {

@@ -385,11 +385,18 @@ EXPORT uint64_t heaplens_dropped(void)
 	return __atomic_load_n(&h->dropped_alloc, __ATOMIC_RELAXED) + __atomic_load_n(&h->dropped_free, __ATOMIC_RELAXED);
 }
 
-/* The exit status of a process heaplens does not wait for itself. _exit and signals leave no mark. */
+/* The exit status of a process heaplens does not wait for itself, and its
+ * peak RSS, which the agent cannot read once the parent reaps it (getrusage
+ * is one syscall, no lock). _exit and signals leave no mark. */
 void on_exit_mark(int status, void *arg)
 {
 	(void)arg;
 	tls.busy++;
+	if (!py_final_sent()) /* else read before shutdown freed the program's blocks */
+		resident_report();
+	struct rusage ru;
+	if (!RELAXED(g.sandboxed) && getrusage(RUSAGE_SELF, &ru) == 0 && ru.ru_maxrss > 0) /* no new system call under a filter */
+		emit_mark(HL_MARK_HIGH_WATER, (uint64_t)ru.ru_maxrss * 1024);
 	emit_mark(HL_MARK_EXIT, (uint64_t)(uint32_t)status);
 	tls.busy--;
 }

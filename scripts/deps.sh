@@ -19,6 +19,7 @@ if [ "${1:-}" != demo ]; then
 	have clang || need+=(clang)
 	[ -e /usr/lib/llvm-14/lib/libomp.so ] || ls /usr/lib/llvm-*/lib/libomp.so >/dev/null 2>&1 || need+=(libomp-dev)
 	have patchelf || need+=(patchelf)
+	[ -x /usr/bin/time ] || need+=(time) # the RSS tests compare with /usr/bin/time's maxrss
 	have debuginfod || need+=(debuginfod) # a local server for the debuginfod client's test
 	have nginx || [ -x /usr/sbin/nginx ] || need+=(nginx) # a program that retitles itself and forks workers (issue 42)
 	pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed" || need+=("$1"); }

@@ -84,10 +84,10 @@ func dumpBody(rec *Record) string {
 		return fmt.Sprintf("stream=%d tid=%d t=%d addr=%#x", f.Stream, f.TID, f.TimeNano, f.Addr)
 	case RecEnd:
 		e := rec.End
-		return fmt.Sprintf("stream=%d t=%d known=%v exit=%d signaled=%v signal=%d exec=%v dropped_allocs=%d dropped_frees=%d lost_bytes=%d",
-			e.Stream, e.TimeNano, e.Known, e.ExitCode, e.Signaled, e.Signal, e.Exec, e.DroppedAllocs, e.DroppedFrees, e.LostBytes)
+		return fmt.Sprintf("stream=%d t=%d known=%v exit=%d signaled=%v signal=%d exec=%v dropped_allocs=%d dropped_frees=%d lost_bytes=%d high_water=%d max_rss=%d finished=%d ring=%d",
+			e.Stream, e.TimeNano, e.Known, e.ExitCode, e.Signaled, e.Signal, e.Exec, e.DroppedAllocs, e.DroppedFrees, e.LostBytes, e.HighWater, e.MaxRSS, e.Finished, e.Ring)
 	case RecRSS:
-		return fmt.Sprintf("stream=%d t=%d bytes=%d", rec.RSS.Stream, rec.RSS.TimeNano, rec.RSS.Bytes)
+		return fmt.Sprintf("stream=%d t=%d bytes=%d high_water=%d", rec.RSS.Stream, rec.RSS.TimeNano, rec.RSS.Bytes, rec.RSS.HighWater)
 	case RecOrigin:
 		o := rec.Origin
 		return fmt.Sprintf("stream=%d token=%#x tid=%d t=%d stack=%d", o.Stream, o.Token, o.TID, o.TimeNano, o.StackID)

@@ -282,13 +282,24 @@ func appendEnd(b []byte, e *End) []byte {
 	b = binary.AppendUvarint(b, flags)
 	b = binary.AppendUvarint(b, e.DroppedAllocs)
 	b = binary.AppendUvarint(b, e.DroppedFrees)
-	return binary.AppendUvarint(b, e.LostBytes)
+	b = binary.AppendUvarint(b, e.LostBytes)
+	if e.HighWater != 0 || e.MaxRSS != 0 || e.Finished != 0 || e.Ring != 0 { // appended later, optional: older readers skip it
+		b = binary.AppendUvarint(b, e.HighWater)
+		b = binary.AppendUvarint(b, e.MaxRSS)
+		b = binary.AppendVarint(b, e.Finished)
+		b = binary.AppendUvarint(b, e.Ring)
+	}
+	return b
 }
 
 func appendRSS(b []byte, r *RSS) []byte {
 	b = binary.AppendUvarint(b, uint64(r.Stream))
 	b = binary.AppendVarint(b, r.TimeNano)
-	return binary.AppendUvarint(b, r.Bytes)
+	b = binary.AppendUvarint(b, r.Bytes)
+	if r.HighWater != 0 { // appended later, optional: older readers skip it
+		b = binary.AppendUvarint(b, r.HighWater)
+	}
+	return b
 }
 
 // errShort and friends describe why a body failed to decode.
@@ -610,6 +621,16 @@ func decodeEnd(b []byte, e *End) error {
 	e.DroppedAllocs = d.uvarint()
 	e.DroppedFrees = d.uvarint()
 	e.LostBytes = d.uvarint()
+	if len(d.b) > 0 { // appended later (high-water marks)
+		e.HighWater = d.uvarint()
+		e.MaxRSS = d.uvarint()
+	}
+	if len(d.b) > 0 {
+		e.Finished = d.varint()
+	}
+	if len(d.b) > 0 {
+		e.Ring = d.uvarint()
+	}
 	return d.err
 }
 
@@ -625,5 +646,8 @@ func decodeRSS(b []byte, r *RSS) error {
 	r.Stream = d.u32()
 	r.TimeNano = d.varint()
 	r.Bytes = d.uvarint()
+	if len(d.b) > 0 { // appended later (high-water marks)
+		r.HighWater = d.uvarint()
+	}
 	return d.err
 }

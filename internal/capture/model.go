@@ -214,6 +214,21 @@ type End struct {
 	DroppedAllocs uint64
 	DroppedFrees  uint64
 	LostBytes     uint64 // ring bytes reserved but never committed (a writer died mid-record)
+	// HighWater is the kernel's high-water mark of the image's resident
+	// memory (VmHWM, or ru_maxrss from its exit path), bytes; 0 unknown.
+	HighWater uint64
+	// MaxRSS is wait4's ru_maxrss for the command heaplens ran itself: the
+	// most any of its images or reaped descendants held resident, what
+	// /usr/bin/time prints as %M; 0 on every other End.
+	MaxRSS uint64
+	// Finished is when the program was done, if before the process ended:
+	// the moment a Python interpreter began finalizing (CLOCK_MONOTONIC);
+	// 0 otherwise.
+	Finished int64
+	// Ring is the bytes of the process's heaplens ring resident at its end
+	// (header and backed data): heaplens's part of its RSS and high-water
+	// marks, at most; 0 unknown.
+	Ring uint64
 }
 
 // RSS is the resident set size of a stream's process, sampled by the agent
@@ -223,6 +238,9 @@ type RSS struct {
 	Stream   uint32
 	TimeNano int64  // CLOCK_MONOTONIC, like every other time
 	Bytes    uint64 // resident bytes
+	// HighWater is the kernel's high-water mark (VmHWM) at the reading:
+	// exact, unlike the series of Bytes; 0 unknown.
+	HighWater uint64
 }
 
 // Note is something the agent met while collecting that a reader should

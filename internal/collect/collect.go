@@ -44,6 +44,7 @@ type Collector struct {
 	awaited     map[int]bool // pids whose end the agent learns by waiting
 	marked      map[int]bool // pids that said why they run unprofiled (unprofiledMarker)
 	root        int          // the first pid awaited: the command heaplens runs
+	maxRSS      uint64       // wait4's ru_maxrss of root, bytes (SetMaxRSS)
 	// RingSize is the ring each process asked for (heaplens run); a
 	// smaller one was cut to fit an address-space limit, and is noted.
 	RingSize uint64
@@ -90,15 +91,18 @@ type stream struct {
 	refs    []refSlot // by the slot of a STACK record's ref
 	badRefs uint64    // ALLOCs naming a ref no STACK record defined
 
-	exitMark  *uint64   // the status the process passed to exit(), if it did
-	announced bool      // its Process record is written
-	py        *pyStream // nil when the process runs no Python
-	finalized bool      // the interpreter started shutting down: the program is done
-	late      uint64    // records after that, left out
-	corrupt   bool      // a record header could not be framed: nothing more is read
-	execd     bool      // its process exec'd an image that has no ring (see Execd)
-	maps      mappings  // its sampled mappings still mapped
-	big       bigBlocks // its live sampled blocks of residentMin bytes or more
+	exitMark   *uint64   // the status the process passed to exit(), if it did
+	highWater  uint64    // the kernel's high-water mark of its RSS: its exit mark, or the agent's last reading
+	announced  bool      // its Process record is written
+	py         *pyStream // nil when the process runs no Python
+	finalized  bool      // the interpreter started shutting down: the program is done
+	finishedAt int64     // when it did
+	late       uint64    // records after that, left out
+	corrupt    bool      // a record header could not be framed: nothing more is read
+	execd      bool      // its process exec'd an image that has no ring (see Execd)
+	maps       mappings  // its sampled mappings still mapped
+	big        bigBlocks // its live sampled blocks of residentMin bytes or more
+	published  uint64    // fingerprint of the big blocks last listed in its ring (publishResident)
 }
 
 func newStream(name string, r *ring.Ring, h ring.Header) *stream {
@@ -162,12 +166,12 @@ func (c *Collector) Live() map[uint32]int {
 	return live
 }
 
-// RingBytes returns the bytes of stream's ring that its process has
-// backed, which count in its resident set though they are heaplens's.
+// RingBytes returns the bytes of stream's ring in memory, which count in
+// its process's resident set though they are heaplens's.
 func (c *Collector) RingBytes(stream uint32) uint64 {
 	for _, s := range c.order {
 		if s.id == stream && s.r != nil && !s.ended {
-			return s.r.Backed()
+			return s.r.Resident()
 		}
 	}
 	return 0
@@ -305,6 +309,7 @@ func (c *Collector) Poll(final bool) error {
 			break
 		}
 	}
+	c.publishResident()
 	for _, d := range todo {
 		s := d.s
 		replaced := s.hdr.StartMonoNano < newest[s.hdr.PID] || s.execd
@@ -458,6 +463,8 @@ func (c *Collector) drain(s *stream, max int) (int, error) {
 			c.Frees++
 			delete(s.big, rec.Addr)
 			werr = c.w.Free(&capture.Free{Stream: s.id, TID: rec.TID, TimeNano: rec.TimeNano, Addr: rec.Addr})
+		case ring.RecResident:
+			werr = c.residentAtExit(s, rec)
 		case ring.RecModule:
 			werr = c.module(s, rec)
 		case ring.RecStack:
@@ -470,10 +477,14 @@ func (c *Collector) drain(s *stream, max int) (int, error) {
 		case ring.RecMark:
 			switch rec.Mark {
 			case ring.MarkPyFinalizing:
-				s.finalized = true
+				s.finalized, s.finishedAt = true, rec.TimeNano
 			case ring.MarkExit:
 				v := rec.Value
 				s.exitMark = &v
+			case ring.MarkHighWater:
+				if rec.Value > s.highWater {
+					s.highWater = rec.Value
+				}
 			case ring.MarkUser:
 				werr = c.w.Mark(&capture.Mark{Stream: s.id, TimeNano: rec.TimeNano, Value: rec.Value})
 				flush = true
@@ -866,6 +877,10 @@ func (c *Collector) end(s *stream, replaced bool) error {
 		}
 	} else if s.exitMark != nil {
 		e.Known, e.ExitCode = true, int(*s.exitMark&0xff)
+	}
+	e.HighWater, e.Finished, e.Ring = s.highWater, s.finishedAt, s.r.Backed()
+	if s.hdr.PID == c.root && !replaced {
+		e.MaxRSS = c.maxRSS
 	}
 	e.TimeNano = monoNow()
 	if detached, at := s.r.Detached(); s.hdr.Attached && !e.Known && !e.Exec && (detached || processAlive(s.hdr.PID)) {

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/heaplens/heaplens/internal/capture"
+	"github.com/heaplens/heaplens/internal/ring"
 )
 
 // Large sampled blocks whose residency the agent reads (ReadResidency).
@@ -92,4 +93,42 @@ func resident(f *os.File, addr, size uint64, buf *[]byte) (res, span uint64, ok 
 		page += chunk
 	}
 	return res, n * pageSize, true
+}
+
+// publishResident lists, in the ring of every running stream whose large
+// blocks changed since, its ring.ResidentBlocks largest live sampled
+// blocks: the library counts their resident pages at exit(), after which
+// /proc/PID/pagemap can no longer be read (residentAtExit).
+func (c *Collector) publishResident() {
+	for _, s := range c.order {
+		if s.ended || s.r == nil {
+			continue
+		}
+		fp := uint64(len(s.big))
+		for a, n := range s.big {
+			fp += a*0x9e3779b97f4a7c15 ^ n // order-free: a sum
+		}
+		if fp == s.published {
+			continue
+		}
+		s.published = fp
+		bs := make([][2]uint64, 0, len(s.big))
+		for a, n := range s.big {
+			bs = append(bs, [2]uint64{a, n})
+		}
+		slices.SortFunc(bs, func(x, y [2]uint64) int { return cmp.Or(cmp.Compare(y[1], x[1]), cmp.Compare(x[0], y[0])) })
+		s.r.SetResidentBlocks(bs)
+	}
+}
+
+// residentAtExit writes the Resident record of a block the library
+// counted at exit(), if the block is one of the stream's live large ones
+// and the record's span is its pages (an entry the library read torn is
+// not).
+func (c *Collector) residentAtExit(s *stream, rec *ring.Record) error {
+	n, ok := s.big[rec.Addr]
+	if !ok || rec.Size < n || rec.Size > n+2*pageSize || rec.Value > rec.Size {
+		return nil
+	}
+	return c.w.Resident(&capture.Resident{Stream: s.id, TimeNano: rec.TimeNano, Addr: rec.Addr, Size: rec.Size, Resident: rec.Value})
 }

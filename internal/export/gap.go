@@ -56,6 +56,7 @@ func GapLines(g *heap.Gap, start int64, indent string) []string {
 		}
 		lines = append(lines, fmt.Sprintf("%s%.0f %% of RSS is free memory held in %s: %s", indent, 100*share, where, advice))
 	}
+	lines[0] += negativeRest(rest)
 	return lines
 }
 

@@ -114,7 +114,10 @@ type DocTimeline struct {
 	TotalRSS [][2]float64 `json:"total_rss"`
 	Peak     DocPoint     `json:"peak"`
 	PeakRSS  *DocPoint    `json:"peak_rss,omitempty"`
-	Streams  []DocSeries  `json:"streams"`
+	// RSSHighWater is the kernel's high-water mark of RSS, bytes: exact,
+	// where PeakRSS is the highest sampled reading (heap.HighWaterOf).
+	RSSHighWater int64       `json:"rss_high_water,omitempty"`
+	Streams      []DocSeries `json:"streams"`
 	// Kinds is the estimated heap by kind of memory: malloc, pymem, mmap.
 	Kinds map[string][][2]float64 `json:"kinds"`
 	// MallocInUse and MallocFree are what glibc's malloc said its arenas
@@ -238,6 +241,7 @@ func BuildDoc(c *capture.Capture, p *heap.Profile, opt DocOptions) *Doc {
 		if tl.PeakRSS.Bytes > 0 {
 			dt.PeakRSS = &DocPoint{secs(tl.PeakRSS.T), int64(tl.PeakRSS.Bytes)}
 		}
+		dt.RSSHighWater = int64(heap.HighWaterOf(c, heap.Options{Streams: p.Streams}).Bytes)
 		for _, st := range tl.Streams {
 			dt.Streams = append(dt.Streams, DocSeries{Stream: st.Stream, Heap: series(st.Heap), RSS: series(st.RSS),
 				Peak: DocPoint{secs(st.Peak.T), int64(math.Round(st.Peak.Bytes))}})

@@ -11,7 +11,7 @@ import (
 )
 
 // Views lists the views a Query can ask for, in the order menus show them.
-var Views = []string{"peak", "leaks", "live", "allocs", "temporary", "timeline"}
+var Views = []string{"peak", "leaks", "live", "allocs", "temporary", "timeline", "resident"}
 
 // Query is one view of a capture with its filters, as `heaplens report`
 // flags and the web UI's URL parameters spell it.
@@ -129,6 +129,8 @@ func (q Query) Compute(c *capture.Capture) (*Result, error) {
 		r.Profile = r.Replay().Peak(opt)
 	case "temporary":
 		r.Profile = r.Replay().Temporary(opt, q.Lifetime)
+	case "resident":
+		r.Profile = r.Replay().Resident(opt)
 	case "timeline":
 		r.Profile = r.Replay().Peak(opt)
 		r.Profile.View = "timeline"

@@ -39,6 +39,7 @@ func peakAt(start int64, p heap.Point) string {
 // so it reads the same on a terminal and in a log.
 func Summary(w io.Writer, c *capture.Capture, sum *heap.Summary, opt SummaryOptions) error {
 	allocs, leaks := sum.Allocs, sum.Leaks
+	helpers := Helpers(c, allocs)
 	top := opt.Top
 	if top == 0 {
 		top = 5
@@ -51,38 +52,47 @@ func Summary(w io.Writer, c *capture.Capture, sum *heap.Summary, opt SummaryOpti
 	if c.Meta.Rate == 0 { // every capture's Meta has a rate of at least 1
 		fmt.Fprintf(&b, "  the capture lost its first record: nothing below can be trusted\n")
 	} else {
-		fmt.Fprintf(&b, "  sampled every %s on average; %d process image(s), %d samples\n",
-			size.FormatSize(c.Meta.Rate), len(c.Processes), allocs.RawSamples())
+		folded := ""
+		if len(helpers) > 0 {
+			folded = fmt.Sprintf(" (%d of them short-lived helpers, folded below)", len(helpers))
+		}
+		fmt.Fprintf(&b, "  sampled every %s on average; %d process image(s)%s, %d samples\n",
+			size.FormatSize(c.Meta.Rate), len(c.Processes), folded, allocs.RawSamples())
 	}
 	pythonNotes(&b, c)
 	if c.Meta.Rate > 1 {
 		fmt.Fprintf(&b, "  estimates:  %s\n", estimatesMean)
 	}
 	fmt.Fprintf(&b, "  peak        %10s%s estimated heap %s", size.Human(sum.HeapPeak.Bytes), plusMinus(c.Meta.Rate, sum.Peak.TotalVar), peakAt(sum.Start, sum.HeapPeak))
-	if sum.RSSPeak.Bytes > 0 {
-		fmt.Fprintf(&b, "; RSS peak %s %s", size.Human(sum.RSSPeak.Bytes), peakAt(sum.Start, sum.RSSPeak))
-	}
 	b.WriteString("\n")
+	for _, l := range RSSPeakLines(c, sum.HighWater, sum.RSSPeak, sum.Start, "  RSS peak", 14) {
+		b.WriteString(l + "\n")
+	}
 	for _, l := range GapLines(sum.Gap, sum.Start, "  ") {
 		b.WriteString(l + "\n")
 	}
-	if pk := sum.Peak; len(pk.Samples) > 0 {
+	if pk := withoutStreams(sum.Peak, helpers); len(pk.Samples) > 0 {
 		fmt.Fprintf(&b, "  top sites at peak:\n")
 		for i, s := range bySite(c, pk, top) {
 			fmt.Fprintf(&b, "    %d. %10s%s  %s\n", i+1, size.Human(s.bytes), plusMinus(c.Meta.Rate, s.v), s.label)
 		}
 	}
+	residentBlocks(&b, c, "large blocks at peak, by resident bytes", sum.PeakBlocks, helpers, sum.Start)
 	fmt.Fprintf(&b, "  allocated   %10s%s in %s objects (estimated)\n", size.Human(allocs.TotalBytes), plusMinus(c.Meta.Rate, allocs.TotalVar), count(allocs.TotalObjects))
 	end, ended := "live at end", "live when the process ended"
 	if c.Meta.AttachedPID != 0 {
 		end, ended = "live at detach", "allocated while attached, live at the detach"
 	}
 	fmt.Fprintf(&b, "  %-11s %10s%s in %s objects (estimated)\n", end, size.Human(leaks.TotalBytes), plusMinus(c.Meta.Rate, leaks.TotalVar), count(leaks.TotalObjects))
-	if len(leaks.Samples) > 0 {
+	if own := withoutStreams(leaks, helpers); len(own.Samples) > 0 {
 		fmt.Fprintf(&b, "  top leak suspects (%s):\n", ended)
-		for i, s := range bySite(c, leaks, top) {
+		for i, s := range bySite(c, own, top) {
 			fmt.Fprintf(&b, "    %d. %10s%s  %s\n", i+1, size.Human(s.bytes), plusMinus(c.Meta.Rate, s.v), s.label)
 		}
+	}
+	residentBlocks(&b, c, "large blocks live at the end, by resident bytes", sum.EndBlocks, helpers, sum.Start)
+	if l := HelperLine(c, helpers, leaks); l != "" {
+		fmt.Fprintf(&b, "  %s\n", l)
 	}
 	var da, df, lost uint64
 	for _, d := range leaks.Drops {
@@ -132,7 +142,7 @@ func pythonNotes(b *strings.Builder, c *capture.Capture) {
 // lookFurther says where the capture is and how to open it.
 func lookFurther(b *strings.Builder, capture string) {
 	fmt.Fprintf(b, "  capture: %s\n", capture)
-	fmt.Fprintf(b, "  look further: heaplens report %s --view peak   (or leaks, live --at 1s, allocs, temporary, timeline)\n", capture)
+	fmt.Fprintf(b, "  look further: heaplens report %s --view peak   (or leaks, live --at 1s, allocs, temporary, timeline, resident)\n", capture)
 	fmt.Fprintf(b, "                heaplens report %s --format html -o report.html   (or pprof, speedscope, json, folded)\n", capture)
 	fmt.Fprintf(b, "                heaplens serve %s\n", capture)
 }

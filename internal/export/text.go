@@ -24,21 +24,32 @@ type TextOptions struct {
 func Text(w io.Writer, c *capture.Capture, p *heap.Profile, opt TextOptions) error {
 	bw := bufio.NewWriter(w)
 	writeTextHeader(bw, c, p)
+	// The leak suspects of a whole tree leave out its helpers (a shim's
+	// shells), named in one line instead; --pid shows one.
+	samples, helperLine := p.Samples, ""
+	if p.View == "leaks" && p.Streams == nil && len(c.Processes) > 1 {
+		if helpers := helpersBy(c, commandPID(c), allocatedBy(c)); len(helpers) > 0 {
+			samples, helperLine = withoutStreams(p, helpers).Samples, HelperLine(c, helpers, p)
+		}
+	}
 	top := opt.Top
 	if top == 0 {
 		top = 20
 	}
-	if top < 0 || top > len(p.Samples) {
-		top = len(p.Samples)
+	if top < 0 || top > len(samples) {
+		top = len(samples)
 	}
 	fmt.Fprintln(bw)
-	if len(p.Samples) == 0 {
+	if len(samples) == 0 {
 		fmt.Fprintln(bw, "no samples")
 	} else {
-		fmt.Fprintf(bw, "top %d of %d stacks by estimated bytes:\n", top, len(p.Samples))
+		fmt.Fprintf(bw, "top %d of %d stacks by estimated bytes:\n", top, len(samples))
+	}
+	if helperLine != "" {
+		fmt.Fprintln(bw, helperLine)
 	}
 	writeResidency(bw, c, p)
-	for i, s := range p.Samples[:top] {
+	for i, s := range samples[:top] {
 		share := 0.0
 		if p.TotalBytes > 0 {
 			share = 100 * s.Bytes / p.TotalBytes
@@ -66,7 +77,7 @@ func writeResidency(w io.Writer, c *capture.Capture, p *heap.Profile) {
 	switch p.View {
 	case "leaks":
 		at = heap.AtExit
-	case "live", "peak":
+	case "live", "peak", "resident":
 	default:
 		return
 	}
@@ -74,14 +85,55 @@ func writeResidency(w io.Writer, c *capture.Capture, p *heap.Profile) {
 	if len(bs) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "large blocks then, resident of reserved (as the agent last read them, once a second):\n")
-	for _, b := range bs[:min(len(bs), residencyShown)] {
+	fmt.Fprintf(w, "large blocks then, resident of reserved (as the agent last read them: once a second, at RSS's new highs, and at exit()):\n")
+	start := heap.Start(c)
+	// The blocks of one site, process and function are one row: a loop's
+	// 64 blocks of 1 MiB are one line, not 64.
+	type row struct {
+		b                  heap.BlockResidency // the first, for its labels
+		resident, reserved uint64
+		n                  int
+		stale              int64 // the oldest stale reading, 0 if none
+	}
+	var rows []*row
+	byKey := map[string]*row{}
+	for _, b := range bs {
 		user, leaf := UserFrame(c, b.Alloc.StackID)
 		if leaf != "" {
 			user = leaf + " ← " + user
 		}
-		fmt.Fprintf(w, "  %10s of %10s (%3.0f%%)  %s by %s  %s\n", size.Human(float64(b.Resident)), size.Human(float64(b.Reserved)),
-			100*float64(b.Resident)/float64(max(b.Reserved, 1)), ProcessLabel(c, b.Alloc.Stream), capture.FuncNames[b.Alloc.Func], user)
+		k := fmt.Sprint(b.Alloc.Stream, user, b.Alloc.Func)
+		r := byKey[k]
+		if r == nil {
+			r = &row{b: b}
+			byKey[k] = r
+			rows = append(rows, r)
+		}
+		r.resident += b.Resident
+		r.reserved += b.Reserved
+		r.n++
+		if b.Stale && (r.stale == 0 || b.ReadAt < r.stale) {
+			r.stale = b.ReadAt
+		}
+	}
+	for _, r := range rows[:min(len(rows), residencyShown)] {
+		b := r.b
+		user, leaf := UserFrame(c, b.Alloc.StackID)
+		if leaf != "" {
+			user = leaf + " ← " + user
+		}
+		// A stale reading is what the block held then: said so, never as
+		// the moment's figure.
+		when := ""
+		if r.stale != 0 {
+			when = fmt.Sprintf(", not read since %.3f s (%.3f s before)", float64(r.stale-start)/1e9, float64(b.Moment-r.stale)/1e9)
+		}
+		blocks := ""
+		if r.n > 1 {
+			blocks = fmt.Sprintf(" in %d blocks", r.n)
+		}
+		fmt.Fprintf(w, "  %10s of %10s%s (%3.0f%%%s)  %s by %s  %s\n", size.Human(float64(r.resident)), size.Human(float64(r.reserved)), blocks,
+			100*float64(r.resident)/float64(max(r.reserved, 1)), when, ProcessLabel(c, b.Alloc.Stream), capture.FuncNames[b.Alloc.Func], user)
 	}
 	fmt.Fprintln(w)
 }
@@ -105,8 +157,11 @@ func writeTextHeader(w io.Writer, c *capture.Capture, p *heap.Profile) {
 		fmt.Fprintf(w, "rate:      %s (mean bytes between samples)\n", size.FormatSize(p.Rate))
 		fmt.Fprintf(w, "estimates: %s\n", estimatesMean)
 	}
-	if p.View == "live" || p.View == "peak" {
+	if p.View == "live" || p.View == "peak" || p.View == "resident" {
 		fmt.Fprintf(w, "at:        %.3f s since the start; estimated heap then %s\n", float64(p.At-p.Start)/1e9, size.Human(p.HeapAt))
+	}
+	if p.View == "resident" {
+		fmt.Fprintf(w, "resident:  the live set at the highest RSS reading, each large block counted at its resident bytes (as last read), not its size\n")
 	}
 	var procs []*capture.Process
 	for _, pr := range c.Processes {
@@ -116,6 +171,7 @@ func writeTextHeader(w io.Writer, c *capture.Capture, p *heap.Profile) {
 	}
 	fmt.Fprintf(w, "processes: %d\n", len(procs))
 	sampled := sampledStreams(c)
+	marks := heap.HighWaters(c)
 	quiet := map[string]int{} // command -> processes with no samples
 	var names []string
 	for _, pr := range procs {
@@ -127,8 +183,8 @@ func writeTextHeader(w io.Writer, c *capture.Capture, p *heap.Profile) {
 			quiet[name]++
 			continue
 		}
-		fmt.Fprintf(w, "  %s stream %d, %s; %s\n", ProcessLabel(c, pr.Stream), pr.Stream,
-			exitStatus(c.Ends[pr.Stream]), dropped(p, pr.Stream))
+		fmt.Fprintf(w, "  %s stream %d, %s%s; %s\n", ProcessLabel(c, pr.Stream), pr.Stream,
+			exitStatus(c.Ends[pr.Stream]), highWaterOf(marks[pr.Stream]), dropped(p, pr.Stream))
 	}
 	if len(names) > 0 {
 		n := 0
@@ -199,6 +255,15 @@ func exitStatus(e *capture.End) string {
 	return fmt.Sprintf("exited %d", e.ExitCode)
 }
 
+// highWaterOf is "; RSS high-water mark X" for a process whose mark is
+// known (exact, the kernel's: heap.HighWaters), "" otherwise.
+func highWaterOf(b uint64) string {
+	if b == 0 {
+		return ""
+	}
+	return "; RSS high-water mark " + size.Human(float64(b))
+}
+
 func dropped(p *heap.Profile, stream uint32) string {
 	d, ok := p.Drops[stream]
 	switch {
@@ -253,7 +318,7 @@ func skewNotes(p *heap.Profile) []string {
 		sum.DroppedFrees += d.DroppedFrees
 		sum.LostBytes += d.LostBytes
 	}
-	freedHigh := p.View == "leaks" || p.View == "live" || p.View == "peak"
+	freedHigh := p.View == "leaks" || p.View == "live" || p.View == "peak" || p.View == "resident"
 	var why []string
 	if sum.DroppedAllocs > 0 {
 		why = append(why, fmt.Sprintf("%d allocation records dropped: estimates are low", sum.DroppedAllocs))

@@ -20,8 +20,8 @@ func TimelineText(w io.Writer, c *capture.Capture, tl *heap.Timeline, rp *heap.R
 	fmt.Fprintf(bw, "view:      timeline\n")
 	fmt.Fprintf(bw, "duration:  %.3f s\n", s(tl.End))
 	fmt.Fprintf(bw, "peak:      %s (%.0f bytes) estimated heap %s\n", size.Human(tl.Peak.Bytes), tl.Peak.Bytes, peakAt(tl.Start, tl.Peak))
-	if tl.PeakRSS.Bytes > 0 {
-		fmt.Fprintf(bw, "peak RSS:  %s %s\n", size.Human(tl.PeakRSS.Bytes), peakAt(tl.Start, tl.PeakRSS))
+	for _, l := range RSSPeakLines(c, rp.HighWater(), tl.PeakRSS, tl.Start, "peak RSS:", 11) {
+		fmt.Fprintln(bw, l)
 	}
 	for _, st := range tl.Streams {
 		fmt.Fprintf(bw, "  %s stream %d: peak %s %s\n", ProcessLabel(c, st.Stream), st.Stream, size.Human(st.Peak.Bytes), peakAt(tl.Start, st.Peak))

@@ -17,13 +17,21 @@ type Summary struct {
 	Start               int64 // Start of the capture
 	HeapPeak            Point // the timeline's peak of the estimated heap (Timeline.Peak)
 	RSSPeak             Point // the highest RSS (Timeline.PeakRSS)
-	Gap                 *Gap  // RSSGap; nil without malloc statistics
+	HighWater           HighWater
+	// PeakBlocks and EndBlocks are the large blocks live at the heap's
+	// peak and when their processes ended, with their residency.
+	PeakBlocks, EndBlocks []BlockResidency
+	Gap                   *Gap // RSSGap; nil without malloc statistics
 }
 
 // Summary returns the summary of the replay.
 func (rp *Replay) Summary() *Summary {
-	return &Summary{Allocs: Allocs(rp.c, Options{Streams: rp.covered}), Leaks: rp.Leaks(Options{}),
-		Peak: rp.Peak(Options{}), Start: rp.start, HeapPeak: rp.tl.Peak, RSSPeak: rp.tl.PeakRSS, Gap: rp.RSSGap()}
+	s := &Summary{Allocs: Allocs(rp.c, Options{Streams: rp.covered}), Leaks: rp.Leaks(Options{}),
+		Peak: rp.Peak(Options{}), Start: rp.start, HeapPeak: rp.tl.Peak, RSSPeak: rp.tl.PeakRSS, Gap: rp.RSSGap(),
+		HighWater: rp.HighWater()}
+	s.PeakBlocks = Residency(rp.c, Options{Streams: rp.covered}, s.Peak.At)
+	s.EndBlocks = Residency(rp.c, Options{Streams: rp.covered}, AtExit)
+	return s
 }
 
 // A Prescan gathers, from a capture's Alloc and Free records in file order
@@ -152,6 +160,9 @@ func Summarize(c *capture.Capture, pre *Prescan, scan func(fn func(*capture.Reco
 	start := startFrom(c, pre.earliest)
 	r := newStreamer(c, pre, start)
 	r.allocs = newBuilder(c, Options{})
+	if len(c.Residents) > 0 {
+		r.big = newBigEvents(c)
+	}
 	if c.Meta.Rate <= 1 {
 		r.fold = newPeakFold()
 	}
@@ -171,6 +182,7 @@ func Summarize(c *capture.Capture, pre *Prescan, scan func(fn func(*capture.Reco
 	r.endUntil(math.MaxInt64)
 	s := &Summary{Start: start, HeapPeak: r.tlPeak, Allocs: r.allocs.profile("allocs", c, Options{}, start)}
 	_, s.RSSPeak = rssRounds(c, Options{})
+	s.HighWater = HighWaterOf(c, Options{})
 	s.Leaks, _ = r.snapshot("leaks", nil)
 	s.Leaks.UnmatchedFrees, s.Leaks.LostFrees = r.unmatched, r.lost
 	if gap != nil {
@@ -194,6 +206,10 @@ func Summarize(c *capture.Capture, pre *Prescan, scan func(fn func(*capture.Reco
 		}
 	}
 	pk.stamp(s.Peak)
+	if r.big != nil {
+		bc := r.big.capture(c)
+		s.PeakBlocks, s.EndBlocks = Residency(bc, Options{}, s.Peak.At), Residency(bc, Options{}, AtExit)
+	}
 	return s, nil
 }
 
@@ -249,6 +265,7 @@ type streamer struct {
 
 	// What the first replay observes.
 	allocs *builder
+	big    *bigEvents // the large blocks' allocations and frees, for Residency
 	pk     peak
 	fold   *peakFold // at rate 1
 	tlPeak Point
@@ -307,10 +324,16 @@ func (r *streamer) read(rec *capture.Record) bool {
 		if r.allocs != nil {
 			r.allocs.add(a)
 		}
+		if r.big != nil {
+			r.big.alloc(a)
+		}
 	case capture.RecFree:
 		f := &rec.Free
 		e.key, e.addr, e.free = evKey{f.TimeNano, f.Stream}, f.Addr, true
 		e.b = liveBlock{stream: f.Stream, tid: f.TID}
+		if r.big != nil {
+			r.big.free(f)
+		}
 	default:
 		return true
 	}

@@ -89,7 +89,15 @@ const (
 	pollFirst = time.Millisecond
 )
 const flushEvery = time.Second
-const rssEvery = 100 * time.Millisecond
+
+// RSS is read every rssEvery, and at every poll (1, 3, 7, 15, 31, 51, 71,
+// 91 ms into the run, then every 20 ms) while a process started less than
+// rssEvery ago, so that a run of a few tens of milliseconds has a timeline
+// too; for at most rssYoungMax processes, whose every reading costs.
+const (
+	rssEvery    = 100 * time.Millisecond
+	rssYoungMax = 32
+)
 const residentEvery = time.Second
 
 // Run runs the command to completion under the profiler. A command that
@@ -205,6 +213,9 @@ loop:
 		}
 	}
 	col.SetExit(cmd.Process.Pid, cmd.ProcessState.Sys().(syscall.WaitStatus))
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > 0 {
+		col.SetMaxRSS(uint64(ru.Maxrss) << 10) // KiB on Linux
+	}
 	collectErr := p.err
 	if collectErr == nil {
 		collectErr = col.Poll(true)
@@ -247,31 +258,66 @@ type poller struct {
 	w                                *capture.Writer
 	rss                              *rssSampler
 	lastFlush, lastRSS, lastResident time.Time
+	residentCost                     time.Duration // how long the last reading of residency took
+	residentDue                      bool          // RSS reached a new high since the last reading
+	started                          time.Time
 	err                              error
 }
 
 func newPoller(col *collect.Collector, w *capture.Writer) *poller {
-	return &poller{col: col, w: w, rss: newRSSSampler(), lastFlush: time.Now(), lastResident: time.Now()}
+	rss := newRSSSampler()
+	rss.highWater = col.HighWater
+	return &poller{col: col, w: w, rss: rss, lastFlush: time.Now(), lastResident: time.Now(), started: time.Now()}
 }
 
-// tick does one round; it reports whether RSS was read (every rssEvery).
+// tick does one round; it reports whether RSS was read at its regular pace
+// (every rssEvery): the unprofiled-process watch counts those rounds.
 func (p *poller) tick() (rssRound bool) {
 	if p.err == nil {
 		p.err = p.col.Poll(false)
 	}
-	if p.err == nil && time.Since(p.lastRSS) >= rssEvery {
-		p.err = p.rss.sample(p.w, p.col.Live(), p.col.RingBytes)
-		p.lastRSS, rssRound = time.Now(), true
+	if regular := time.Since(p.lastRSS) >= rssEvery; p.err == nil && (regular || p.young()) {
+		var high bool
+		high, p.err = p.rss.sample(p.w, p.col.Live(), p.col.RingBytes)
+		if regular {
+			p.lastRSS, rssRound = time.Now(), true
+		}
+		p.residentDue = p.residentDue || high
+	}
+	// The pages at RSS's new high, for the resident view: at once, or, to
+	// spend little of the agent's time on them (a reading costs up to 8 MiB
+	// of pagemap), at the first poll after ten times the last one's cost,
+	// within 50 ms: a reading stands for a moment up to 100 ms before it
+	// (heap.Residency).
+	if p.residentDue && p.err == nil && time.Since(p.lastResident) >= min(10*p.residentCost, 50*time.Millisecond) {
+		p.readResidency()
 	}
 	if p.err == nil && time.Since(p.lastResident) >= residentEvery {
-		p.err = p.col.ReadResidency()
-		p.lastResident = time.Now()
+		p.readResidency()
 	}
 	if time.Since(p.lastFlush) >= flushEvery {
 		p.w.Flush()
 		p.lastFlush = time.Now()
 	}
 	return rssRound
+}
+
+// young reports whether RSS is read at this poll beside the regular
+// rounds: the run is in its first rssEvery, or a process of a small tree is.
+func (p *poller) young() bool {
+	if time.Since(p.started) < rssEvery {
+		return true
+	}
+	return len(p.col.Live()) <= rssYoungMax && p.col.Young(rssEvery)
+}
+
+// readResidency reads the pages of the large blocks, and times it.
+func (p *poller) readResidency() {
+	p.residentDue = false
+	t := time.Now()
+	p.err = p.col.ReadResidency()
+	p.lastResident = time.Now()
+	p.residentCost = p.lastResident.Sub(t)
 }
 
 func command(o Options, path string) *exec.Cmd {

@@ -27,10 +27,12 @@ const (
 	RecOrigin   = 6
 	RecMallinfo = 7
 	RecStack    = 8 // a stack that later ALLOCs name by its ref (AllocStackRef)
+	RecResident = 9 // at exit(): a listed block's bytes spanned (Size) and resident (Value)
 
 	MarkPyFinalizing = 1
 	MarkExit         = 2
 	MarkUser         = 3
+	MarkHighWater    = 4 // the value is the process's ru_maxrss at exit(), bytes
 
 	// FuncMunmap marks a FREE record of a munmap: it carries the length
 	// unmapped (Record.Size) after the tid.
@@ -114,8 +116,13 @@ const (
 	offAllocator    = 368
 	offWalksCut     = 624
 	maxAllocator    = 256
-	offCmdline      = 1024
-	offExe          = 3072
-	maxCmdline      = 2048
-	maxExe          = 1024
+	offResidentN    = 632
+	offResident     = 640
+	// ResidentBlocks is how many blocks the agent lists for the library
+	// to count at exit (SetResidentBlocks).
+	ResidentBlocks = 24
+	offCmdline     = 1024
+	offExe         = 3072
+	maxCmdline     = 2048
+	maxExe         = 1024
 )

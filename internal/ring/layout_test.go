@@ -36,6 +36,7 @@ func TestLayoutMatchesC(t *testing.T) {
 		"unwind_tables": offUnwindTables, "unwind_libgcc": offUnwindLibgcc, "unwind_differed": offUnwindDiffer,
 		"allocator_maps": offAllocMaps, "allocator_map_bytes": offAllocMapB, "allocator_flags": offAllocFlags,
 		"allocator_len": offAllocLen, "allocator": offAllocator, "walks_cut": offWalksCut,
+		"resident_count": offResidentN, "resident_blocks": offResident,
 		"cmdline": offCmdline, "exe": offExe,
 	}
 	values := map[string]uint64{
@@ -44,8 +45,8 @@ func TestLayoutMatchesC(t *testing.T) {
 		"HL_FLAG_INIT_DONE": FlagInitDone, "HL_FLAG_FORKED": FlagForked,
 		"HL_FLAG_BACKING_STOPPED": FlagBackingStopped, "HL_FLAG_NO_UNWIND": FlagNoUnwind,
 		"HL_REC_ALLOC": RecAlloc, "HL_REC_FREE": RecFree, "HL_REC_MODULE": RecModule, "HL_REC_CODE": RecCode,
-		"HL_REC_MARK": RecMark, "HL_REC_ORIGIN": RecOrigin, "HL_REC_MALLINFO": RecMallinfo, "HL_REC_STACK": RecStack,
-		"HL_MARK_PY_FINALIZING": MarkPyFinalizing, "HL_MARK_EXIT": MarkExit, "HL_MARK_USER": MarkUser,
+		"HL_REC_MARK": RecMark, "HL_REC_ORIGIN": RecOrigin, "HL_REC_MALLINFO": RecMallinfo, "HL_REC_STACK": RecStack, "HL_REC_RESIDENT": RecResident, "HL_RESIDENT_BLOCKS": ResidentBlocks,
+		"HL_MARK_PY_FINALIZING": MarkPyFinalizing, "HL_MARK_EXIT": MarkExit, "HL_MARK_USER": MarkUser, "HL_MARK_HIGH_WATER": MarkHighWater,
 		"HL_ALLOC_TRUNCATED": AllocTruncated, "HL_ALLOC_PYMEM": AllocPyMem, "HL_ALLOC_ORIGIN": AllocOrigin,
 		"HL_ALLOC_METHOD_SHIFT": AllocMethodShift, "HL_ALLOC_STACKREF": AllocStackRef, "HL_STACK_REFS": StackRefs,
 		"HL_ORIGIN_SELF": OriginSelf, "HL_ORIGIN_API": OriginAPI, "HL_ORIGIN_OPENMP": OriginOpenMP,

@@ -138,6 +138,7 @@ type Ring struct {
 	Path   string
 	mem    []byte
 	data   []byte
+	vec    []byte // Resident's buffer
 	mask   uint64
 	words  []uint64
 	frames []uint64
@@ -257,6 +258,41 @@ func (r *Ring) Backing() (stopped bool, backed uint64, errno unix.Errno) {
 // header included: in the process that writes it they are resident.
 func (r *Ring) Backed() uint64 {
 	return HeaderSize + min(atomic.LoadUint64(r.u64(offBacked)), uint64(len(r.data)))
+}
+
+// Resident returns the bytes of the ring's file in memory, which the
+// process that writes it has mapped: Backed, and what it is backing at this
+// moment (a whole ring backed as a seccomp filter goes in is resident
+// before backed says so). Backed when the kernel does not say.
+func (r *Ring) Resident() uint64 {
+	page := uint64(os.Getpagesize())
+	if cap(r.vec) < len(r.mem)/int(page) {
+		r.vec = make([]byte, len(r.mem)/int(page))
+	}
+	vec := r.vec[:len(r.mem)/int(page)]
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&r.mem[0])), uintptr(len(r.mem)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		return r.Backed()
+	}
+	var n uint64
+	for _, v := range vec {
+		n += uint64(v & 1)
+	}
+	return n * page
+}
+
+// SetResidentBlocks lists, for the library to count at exit(), the blocks
+// {address, size} whose residency the agent wants (at most ResidentBlocks):
+// the count is cleared first and set last, so a reader at exit sees at
+// worst an entry torn between two lists, which the agent's check of the
+// RESIDENT record rejects.
+func (r *Ring) SetResidentBlocks(blocks [][2]uint64) {
+	n := min(len(blocks), ResidentBlocks)
+	atomic.StoreUint32(r.u32(offResidentN), 0)
+	for i, b := range blocks[:n] {
+		atomic.StoreUint64(r.u64(offResident+uint64(16*i)), b[0])
+		atomic.StoreUint64(r.u64(offResident+uint64(16*i+8)), b[1])
+	}
+	atomic.StoreUint32(r.u32(offResidentN), uint32(n))
 }
 
 // InitDone reports whether the library has written its initial modules.
@@ -479,6 +515,11 @@ func (r *Ring) decode(rec *Record, hdr uint64, w []uint64) error {
 			return fmt.Errorf("MARK with %d words", len(w))
 		}
 		rec.TimeNano, rec.Mark, rec.Value = int64(w[0]), w[1], w[2]
+	case RecResident:
+		if len(w) != 4 {
+			return fmt.Errorf("RESIDENT with %d words", len(w))
+		}
+		rec.TimeNano, rec.Addr, rec.Size, rec.Value = int64(w[0]), w[1], w[2], w[3]
 	case RecMallinfo:
 		if len(w) != 6 {
 			return fmt.Errorf("MALLINFO with %d words", len(w))

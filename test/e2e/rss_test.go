@@ -47,7 +47,7 @@ func TestArenaFreeExplained(t *testing.T) {
 			}
 			timeline := run(t, time.Minute, heaplensBin(t), "report", capPath, "--view", "timeline")
 			for name, out := range map[string]string{"summary": res.stderr, "timeline": timeline.stdout} {
-				m := regexp.MustCompile(`free in `+regexp.QuoteMeta(a.where)+` ([0-9.]+) (B|KiB|MiB|GiB)`).FindStringSubmatch(out)
+				m := regexp.MustCompile(`free in ` + regexp.QuoteMeta(a.where) + ` ([0-9.]+) (B|KiB|MiB|GiB)`).FindStringSubmatch(out)
 				if m == nil {
 					t.Errorf("%s: no account of %s's free memory:\n%s", name, a.name, out)
 					continue

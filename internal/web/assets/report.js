@@ -6,7 +6,7 @@
   var T0 = performance.now();
   var ROW = 17;
   var MODE = (typeof HEAPLENS_MODE === 'object' && HEAPLENS_MODE) || {};
-  var VIEWS = ['peak', 'leaks', 'live', 'allocs', 'temporary', 'timeline'];
+  var VIEWS = ['peak', 'leaks', 'live', 'allocs', 'temporary', 'timeline', 'resident'];
   var $ = function (id) { return document.getElementById(id); };
   var doc = null, tree = null, zoom = 0, zoomPath = [], searchRe = null, matchFrame = null;
   var topRows = [], topKey = 'self', renders = 0;
@@ -301,7 +301,8 @@
     add('total', human(doc.total.bytes) + pm(doc.total.bytes_ci95) + ' (' + doc.total.bytes + ' bytes), ' + doc.total.objects + ' objects, ' + doc.total.samples + ' samples');
     if (doc.rate > 1) add('estimates', 'each sampled allocation of s bytes stands for 1/(1-(1-1/rate)^s) allocations; ± is a 95 % interval computed from the samples');
     if (doc.timeline) add('peak', human(doc.timeline.peak.bytes) + ' estimated at ' + secs(doc.timeline.peak.t) +
-      (doc.timeline.peak_rss ? '; RSS peak ' + human(doc.timeline.peak_rss.bytes) + ' at ' + secs(doc.timeline.peak_rss.t) : ''));
+      (doc.timeline.rss_high_water ? '; RSS peak ' + human(doc.timeline.rss_high_water) + ' exact (the kernel\u2019s high-water mark)' : '') +
+      (doc.timeline.peak_rss ? '; sampled RSS at most ' + human(doc.timeline.peak_rss.bytes) + ' at ' + secs(doc.timeline.peak_rss.t) : ''));
     if (doc.filter) { var ks = Object.keys(doc.filter); if (ks.length) add('filters', ks.map(function (k) { return k + '=' + doc.filter[k]; }).join(' ')); }
     $('facts').innerHTML = f.join('');
     $('notes').textContent = (doc.notes || []).join('; ');
