@@ -34,13 +34,16 @@ func (s *rssSampler) sample(w *capture.Writer, live map[uint32]int, ring func(st
 	now := ts.Nano()
 	var sum uint64
 	for stream, pid := range live {
+		// The ring's pages on both sides of the reading, as they grow
+		// while the library backs it (a whole ring as a seccomp filter
+		// goes in): the mean is what the reading saw, within half of what
+		// was backed meanwhile.
+		before := ring(stream)
 		rss, hwm, ok := readStatus(pid)
 		if !ok {
 			continue
 		}
-		if r := ring(stream); r < rss {
-			rss -= r
-		}
+		rss -= min((before+ring(stream))/2, rss)
 		sum += rss
 		if s.highWater != nil && hwm > 0 {
 			s.highWater(stream, hwm)

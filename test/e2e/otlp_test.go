@@ -67,10 +67,16 @@ func freePort(t *testing.T) int {
 // OTLP/HTTP receiver on 127.0.0.1:port, until it listens.
 func startCollector(t *testing.T, dir string, port int, out string) *collector {
 	t.Helper()
-	yaml := fmt.Sprintf(`receivers:
+	return startCollectorConfig(t, dir, port, out, fileConfig("http", port, out))
+}
+
+// fileConfig is a collector configuration that receives OTLP profiles over
+// protocol (http or grpc) on a loopback port and writes them to out.
+func fileConfig(protocol string, port int, out string) string {
+	return fmt.Sprintf(`receivers:
   otlp:
     protocols:
-      http:
+      %s:
         endpoint: 127.0.0.1:%d
 exporters:
   file:
@@ -85,8 +91,7 @@ service:
     profiles:
       receivers: [otlp]
       exporters: [file]
-`, port, out)
-	return startCollectorConfig(t, dir, port, out, yaml)
+`, protocol, port, out)
 }
 
 // startCollectorConfig runs the collector with a configuration, until it
@@ -577,25 +582,7 @@ func TestOTLPCollectorRestart(t *testing.T) {
 func TestOTLPAttach(t *testing.T) {
 	dir := t.TempDir()
 	port, grpcPort := freePort(t), freePort(t)
-	col := startCollectorConfig(t, dir, grpcPort, filepath.Join(dir, "attach.otlp"), fmt.Sprintf(`receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:%d
-exporters:
-  file:
-    path: %s
-    format: proto
-    flush_interval: 100ms
-service:
-  telemetry:
-    metrics:
-      level: none
-  pipelines:
-    profiles:
-      receivers: [otlp]
-      exporters: [file]
-`, grpcPort, filepath.Join(dir, "attach.otlp")))
+	col := startCollectorConfig(t, dir, grpcPort, filepath.Join(dir, "attach.otlp"), fileConfig("grpc", grpcPort, filepath.Join(dir, "attach.otlp")))
 	gateway := startCollectorConfig(t, dir, port, "", fmt.Sprintf(`receivers:
   otlp:
     protocols:
