@@ -1,0 +1,237 @@
+package collect
+
+// Stacks: a sample's raw frames (native pcs and Python positions, sent
+// whole or by ref) turned into merged capture stacks and their locations.
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/heaplens/heaplens/internal/capture"
+	"github.com/heaplens/heaplens/internal/ring"
+	"github.com/heaplens/heaplens/internal/stack"
+)
+
+// refSlot is what one slot of the library's stack table named: the stack
+// of its latest generation, and of the one before, which an ALLOC reserved
+// while another thread replaced the slot may still name.
+type refSlot struct {
+	gen [2]uint32
+	sid [2]uint64 // 0: none
+}
+
+func (r *refSlot) stack(gen uint32) uint64 {
+	for i := range r.gen {
+		if r.gen[i] == gen && r.sid[i] != 0 {
+			return r.sid[i]
+		}
+	}
+	return 0
+}
+
+// stackRecord notes the stack that later ALLOCs name by rec.Ref.
+func (c *Collector) stackRecord(s *stream, rec *ring.Record) error {
+	sid, err := c.stack(s, rec)
+	if err != nil {
+		return err
+	}
+	if s.refs == nil {
+		s.refs = make([]refSlot, ring.StackRefs)
+	}
+	r := &s.refs[rec.Ref%ring.StackRefs]
+	r.gen[1], r.sid[1] = r.gen[0], r.sid[0]
+	r.gen[0], r.sid[0] = rec.Ref/ring.StackRefs, sid
+	return nil
+}
+
+// origin writes the stack a thread recorded for the pool work done under a token.
+func (c *Collector) origin(s *stream, rec *ring.Record) error {
+	sid, err := c.stack(s, rec)
+	if err != nil {
+		return err
+	}
+	return c.w.Origin(&capture.Origin{Stream: s.id, Token: rec.Token, TID: rec.TID, TimeNano: rec.TimeNano, StackID: sid})
+}
+
+// stack writes (once) the merged native and Python stack of an ALLOC or
+// ORIGIN record and returns its ID.
+func (c *Collector) stack(s *stream, rec *ring.Record) (uint64, error) {
+	s.rawBuf = rawStack(s.rawBuf[:0], rec)
+	sid, h, ok := s.raw.get(s.rawBuf)
+	if ok {
+		return sid, nil
+	}
+	sid, err := c.mergeStack(s, rec, s.rawBuf[rawHeader:rawHeader+8*len(rec.Frames)])
+	if err != nil || !s.knownCode(rec.Py) {
+		return sid, err
+	}
+	s.raw.put(h, s.rawBuf, sid)
+	return sid, nil
+}
+
+// maxRawBytes bounds the keys of a stream's raw-stack cache, and those of
+// its native-frames cache.
+const maxRawBytes = 32 << 20
+
+// rawHeader is the length of rawStack's frame count and cut flag: its
+// native frames follow.
+const rawHeader = 5
+
+// rawStack appends the stack of rec as the library wrote it to b.
+func rawStack(b []byte, rec *ring.Record) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(rec.Frames)))
+	if rec.Truncated {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
+	for _, pc := range rec.Frames {
+		b = binary.LittleEndian.AppendUint64(b, pc)
+	}
+	for _, f := range rec.Py {
+		b = binary.LittleEndian.AppendUint64(b, f.Code)
+		b = binary.LittleEndian.AppendUint32(b, f.Identity)
+		b = binary.LittleEndian.AppendUint64(b, uint64(f.Pos))
+		if f.ActivationEnd {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+	}
+	return b
+}
+
+// mergeStack writes (once) the stack of rec: its native frames' Locations,
+// interleaved with its Python frames', cut at the root if the library did.
+// nativeKey is rec's native frames as the library wrote them.
+func (c *Collector) mergeStack(s *stream, rec *ring.Record, nativeKey []byte) (uint64, error) {
+	native, err := c.nativeFrames(s, rec.Frames, nativeKey)
+	if err != nil {
+		return 0, err
+	}
+	if len(rec.Py) > 0 && s.py != nil {
+		if s.locBuf, err = c.mergePython(s, s.locBuf[:0], native, rec.Py); err != nil {
+			return 0, err
+		}
+	} else {
+		s.locBuf = append(s.locBuf[:0], native.ids...)
+	}
+	if rec.Truncated {
+		id, err := c.cutLocation(len(rec.Frames) < ring.MaxFrames)
+		if err != nil {
+			return 0, err
+		}
+		s.locBuf = append(s.locBuf, id)
+	}
+	s.keyBuf = s.keyBuf[:0]
+	for _, id := range s.locBuf {
+		s.keyBuf = binary.AppendUvarint(s.keyBuf, id)
+	}
+	sid, ok := c.stackIDs[string(s.keyBuf)]
+	if !ok {
+		c.nextID++
+		sid = c.nextID
+		c.stackIDs[string(s.keyBuf)] = sid
+		if err := c.w.Stack(&capture.Stack{ID: sid, Locations: append([]uint64(nil), s.locBuf...)}); err != nil {
+			return 0, err
+		}
+	}
+	return sid, nil
+}
+
+// nativeStack is the native part of stacks: the Locations of its frames,
+// the library's own left out, and what each is to the interpreter.
+type nativeStack struct {
+	ids     []uint64
+	classes []stack.Class
+}
+
+// nativeFrames returns the nativeStack of frames, whose bytes as the library
+// wrote them are key. At --rate 1 a Python program sends the same native
+// part with many Python parts (each bytecode position is another stack): one
+// lookup replaces one per frame and one per frame's class.
+func (c *Collector) nativeFrames(s *stream, frames []uint64, key []byte) (*nativeStack, error) {
+	ns, h, ok := s.natives.get(key)
+	if ok {
+		return ns, nil
+	}
+	ns = &nativeStack{ids: make([]uint64, 0, len(frames)), classes: make([]stack.Class, 0, len(frames))}
+	for _, pc := range frames {
+		id, ok := s.locs[pc]
+		if !ok {
+			var err error
+			if id, err = c.location(s, pc); err != nil {
+				return nil, err
+			}
+			s.locs[pc] = id
+		}
+		if id != 0 {
+			ns.ids = append(ns.ids, id)
+			if s.py != nil {
+				ns.classes = append(ns.classes, s.py.native[id])
+			} else {
+				ns.classes = append(ns.classes, 0)
+			}
+		}
+	}
+	s.natives.put(h, key, ns)
+	return ns, nil
+}
+
+// cutLocation returns the Location that stands, at the root of a stack,
+// for the frames the library cut, writing it the first time: at its limit,
+// or (stopped) where its walk could not go on (a return address into no
+// code, a frame outside the stack: a coroutine's stale slice of the stack,
+// a small signal stack on which libgcc must not run).
+func (c *Collector) cutLocation(stopped bool) (uint64, error) {
+	id := &c.cutID
+	what := fmt.Sprintf("[outer frames cut: the stack had more than %d]", ring.MaxFrames)
+	if stopped {
+		id, what = &c.stoppedID, "[outer frames cut: the walk could not follow the stack further]"
+	}
+	if *id != 0 {
+		return *id, nil
+	}
+	c.nextID++
+	loc := &capture.Location{ID: c.nextID, Kind: capture.KindMissing, Lines: []capture.Line{{Function: what}}}
+	if err := c.w.Location(loc); err != nil {
+		return 0, err
+	}
+	*id = loc.ID
+	return *id, nil
+}
+
+// location writes the Location of a return address; 0 means the frame is
+// the library's own and is left out.
+func (c *Collector) location(s *stream, pc uint64) (uint64, error) {
+	addr := pc - 1 // a return address: the call is the instruction before it
+	loc := &capture.Location{Address: addr}
+	if m := s.lookup(pc); m != nil {
+		if m.self {
+			return 0, nil
+		}
+		if m.pending != nil {
+			if err := c.w.Mapping(m.pending); err != nil {
+				return 0, err
+			}
+			m.pending = nil
+			if c.unwind != nil {
+				c.unwind.Want(m.path)
+			}
+		}
+		loc.MappingID = m.mappingID
+		if m.file != nil {
+			key := symKey{m.path, addr - m.bias}
+			lines, ok := c.lines[key]
+			if !ok {
+				lines = m.file.Lookup(key.vaddr)
+				c.lines[key] = lines
+			}
+			loc.Lines = lines
+		}
+	}
+	c.nextID++
+	loc.ID = c.nextID
+	c.classify(s, s.lookup(pc), loc)
+	return loc.ID, c.w.Location(loc)
+}
