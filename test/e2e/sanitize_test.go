@@ -79,7 +79,7 @@ func TestSanitizeThreads(t *testing.T) {
 
 // AddressSanitizer and UndefinedBehaviorSanitizer on the hooks: the
 // allocator-conformance workload at rates where every call, some calls and
-// few calls take the sampled path, and the threaded, forking stress.
+// few calls take the sampled path, and the threaded stress.
 func TestSanitizeAddress(t *testing.T) {
 	dir := t.TempDir()
 	sem := buildHarness(t, dir, "semantics-asan", "address,undefined", "test/workloads/semantics.c")
@@ -91,7 +91,11 @@ func TestSanitizeAddress(t *testing.T) {
 		res.stderr = strings.ReplaceAll(res.stderr, "WARNING: AddressSanitizer failed to allocate", "(impossible size refused)")
 		wantClean(t, "semantics under ASan+UBSan at rate "+rate, res, "ok ")
 	}
-	res := sanitized(t, []string{asan, "HEAPLENS_RATE=1"}, stress, "20000", "20")
+	// No forks here: GCC 12's ASan does not hold its allocator's locks
+	// across fork, so a child forked while another thread allocates waits
+	// for good in ASan's own SizeClassAllocator64 mutex (seen once in ~100
+	// runs, the child's stack all ASan's). ThreadSanitizer's run forks.
+	res := sanitized(t, []string{asan, "HEAPLENS_RATE=1"}, stress, "20000", "0")
 	wantClean(t, "stress under ASan+UBSan", res, "ok threads=4 ")
 }
 
