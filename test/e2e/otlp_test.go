@@ -144,6 +144,22 @@ func (c *collector) stop(t *testing.T) []*collpb.ExportProfilesServiceRequest {
 	return readExports(t, c.out)
 }
 
+// waitExports waits, up to timeout, for the file exporter's file to hold n
+// complete requests (readExports' format).
+func waitExports(path string, n int, timeout time.Duration) {
+	for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		b, _ := os.ReadFile(path)
+		k := 0
+		for len(b) >= 4 && int(binary.BigEndian.Uint32(b)) <= len(b)-4 {
+			b = b[4+binary.BigEndian.Uint32(b):]
+			k++
+		}
+		if k >= n {
+			return
+		}
+	}
+}
+
 // readExports parses the file exporter's proto format: each request a
 // 4-byte big-endian length, then the OTLP profiles message.
 func readExports(t *testing.T, path string) []*collpb.ExportProfilesServiceRequest {
@@ -632,8 +648,6 @@ service:
 	<-ticked // the interpreter is up and leaking
 	res := run(t, 2*time.Minute, heaplensBin(t), "attach", strconv.Itoa(py.Process.Pid), "-q", "-o", filepath.Join(dir, "attach.hlc"),
 		"--rate", strconv.Itoa(fleetRate), "--duration", "4s", "--otlp", fmt.Sprintf("http://127.0.0.1:%d", port), "--push-every", "1s")
-	gateway.stop(t) // it has sent on what it took
-	reqs := col.stop(t)
 	if res.code != 0 {
 		t.Fatalf("heaplens attach: exit %d\n%s", res.code, res.stderr)
 	}
@@ -641,6 +655,12 @@ service:
 	if m == nil || m[3] != "" {
 		t.Fatalf("the summary does not say all went to the collector:\n%s", res.stderr)
 	}
+	// The gateway forwards what it took a little later: the last export
+	// reaches the file once both collectors have passed it on.
+	exported, _ := strconv.Atoi(m[1])
+	waitExports(filepath.Join(dir, "attach.otlp"), exported, 10*time.Second)
+	gateway.stop(t) // it has sent on what it took
+	reqs := col.stop(t)
 	if n, _ := strconv.Atoi(m[1]); n != len(reqs) || n < 4 {
 		t.Fatalf("heaplens exported %s requests in a 4 s attach every 1 s; the collector wrote %d", m[1], len(reqs))
 	}
