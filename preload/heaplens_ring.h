@@ -105,6 +105,7 @@ struct hl_ring_header {
 #define HL_MARK_EXIT 2u          /* exit() was called; the status follows in the next word */
 #define HL_MARK_USER 3u          /* heaplens_mark(value): a point in time the program names (a test's end) */
 #define HL_MARK_HIGH_WATER 4u    /* at exit(): the kernel's high-water mark of resident memory, bytes (ru_maxrss) */
+#define HL_MARK_RSS 5u           /* at the ring's creation and at exit(): resident bytes less the ring's */
 
 #define HL_ALLOC_TRUNCATED 1u /* flags: the stack was cut at HL_MAX_FRAMES */
 #define HL_ALLOC_PYMEM 2u     /* flags: allocated through a PyMem domain (a Python object) */

@@ -376,6 +376,8 @@ void ring_remove(const struct hl_ring_header *h);
 void ring_back_all(void); /* the whole ring, now: no madvise once a seccomp filter is in */
 void on_exit_mark(int status, void *arg);
 void resident_report(void);
+void rss_mark(void);
+long read_small_file(const char *path, char *buf, size_t cap);
 int py_final_sent(void);
 
 /* modules.c */

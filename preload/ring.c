@@ -169,19 +169,6 @@ void count_drop(uint64_t *field)
 		__atomic_fetch_add(&g.early_drops, 1, __ATOMIC_RELAXED);
 }
 
-static void read_file(const char *path, char *buf, uint32_t cap, uint32_t *len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	uint32_t n = 0;
-	if (fd >= 0) {
-		ssize_t r;
-		while (n < cap && (r = read(fd, buf + n, cap - n)) > 0)
-			n += (uint32_t)r;
-		close(fd);
-	}
-	*len = n;
-}
-
 /* Appends v in decimal (snprintf may allocate). */
 static char *put_num(char *q, uint64_t v)
 {
@@ -213,13 +200,12 @@ char *put_name(char *q, const char *name)
 static void mark_unprofiled(int err, uint64_t size)
 {
 	char path[4096], comm[32];
-	uint32_t cl;
 	char *q = put_name(path, "unprofiled.");
 	q = put_num(q, (uint64_t)getpid()), *q++ = '.';
 	q = put_num(q, (uint64_t)err), *q++ = '.';
 	q = put_num(q, size), *q++ = '.';
-	read_file("/proc/self/comm", comm, sizeof comm - 1, &cl);
-	for (uint32_t i = 0; i < cl && comm[i] != '\n'; i++) {
+	long cl = read_small_file("/proc/self/comm", comm, sizeof comm - 1);
+	for (long i = 0; i < cl && comm[i] != '\n'; i++) {
 		char c = comm[i];
 		int plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
 		*q++ = plain ? c : '_';
@@ -309,7 +295,8 @@ void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 	h->allocator_flags = g.alloc_flags;
 	h->allocator_len = (uint32_t)strnlen(g.alloc_path, sizeof g.alloc_path);
 	memcpy(h->allocator, g.alloc_path, h->allocator_len);
-	read_file("/proc/self/cmdline", h->cmdline, sizeof h->cmdline, &h->cmdline_len);
+	long cn = read_small_file("/proc/self/cmdline", h->cmdline, sizeof h->cmdline);
+	h->cmdline_len = cn > 0 ? (uint32_t)cn : 0;
 	ssize_t el = readlink("/proc/self/exe", h->exe, sizeof h->exe - 1);
 	h->exe_len = el > 0 ? (uint32_t)el : 0;
 	h->flags = flags;
@@ -337,6 +324,7 @@ void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 	g.mask = size - 1;
 	g.grow_at = grow_at(backed);
 	__atomic_store_n(&g.ring, h, __ATOMIC_RELEASE);
+	rss_mark();
 }
 
 /* Deletes h's file, and the directory if nothing else is left in it (attach.c: the agent is gone). */
@@ -397,6 +385,7 @@ void on_exit_mark(int status, void *arg)
 	struct rusage ru;
 	if (!RELAXED(g.sandboxed) && getrusage(RUSAGE_SELF, &ru) == 0 && ru.ru_maxrss > 0) /* no new system call under a filter */
 		emit_mark(HL_MARK_HIGH_WATER, (uint64_t)ru.ru_maxrss * 1024);
+	rss_mark();
 	emit_mark(HL_MARK_EXIT, (uint64_t)(uint32_t)status);
 	tls.busy--;
 }

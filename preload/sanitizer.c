@@ -77,17 +77,6 @@ static int sanitizer_loaded(void)
 	return 0;
 }
 
-static long sys_read_file(const char *path, char *buf, size_t cap)
-{
-	long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC), n = 0, r;
-	if (fd < 0)
-		return -1;
-	while ((size_t)n < cap && (r = syscall(SYS_read, (int)fd, buf + n, cap - (size_t)n)) > 0)
-		n += r;
-	syscall(SYS_close, (int)fd);
-	return n;
-}
-
 static char *put_dec(char *q, uint64_t v)
 {
 	char d[24];
@@ -113,7 +102,7 @@ static void leave_marker(int kind, const char *dir)
 	q = put_dec(q, (uint64_t)syscall(SYS_getpid)), *q++ = '.';
 	q = put_dec(q, HL_UNPROFILED_SANITIZER + (uint64_t)kind);
 	scopy(q, ".0.", 3), q += 3;
-	long n = sys_read_file("/proc/self/comm", comm, sizeof comm - 1);
+	long n = read_small_file("/proc/self/comm", comm, sizeof comm - 1);
 	for (long i = 0; i < n && comm[i] != '\n'; i++) {
 		char c = comm[i];
 		int plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
@@ -155,7 +144,7 @@ static int strip_preload(const char *v, char *buf, size_t cap)
 /* The NUL-separated strings of a /proc file into v (NULL-ended): 0 if they do not all fit. */
 static int split(const char *path, char *buf, size_t cap, char **v, size_t nv)
 {
-	long n = sys_read_file(path, buf, cap - 1);
+	long n = read_small_file(path, buf, cap - 1);
 	if (n < 0 || n == (long)cap - 1)
 		return 0;
 	buf[n] = 0;

@@ -484,6 +484,8 @@ func (c *Collector) drain(s *stream, max int) (int, error) {
 				if rec.Value > s.highWater {
 					s.highWater = rec.Value
 				}
+			case ring.MarkRSS:
+				werr = c.w.RSS(&capture.RSS{Stream: s.id, TimeNano: rec.TimeNano, Bytes: rec.Value})
 			case ring.MarkUser:
 				werr = c.w.Mark(&capture.Mark{Stream: s.id, TimeNano: rec.TimeNano, Value: rec.Value})
 				flush = true

@@ -100,8 +100,8 @@ func bestReading(c *capture.Capture, opt Options) *Gap {
 	}
 	best.Allocator = readingsAllocator(c, opt)
 	rss := map[uint32]uint64{}
-	for _, r := range c.RSS {
-		if opt.keep(r.Stream) && r.TimeNano <= best.T {
+	for _, r := range rssReadings(c, opt) {
+		if r.TimeNano <= best.T {
 			rss[r.Stream] = r.Bytes
 		}
 	}

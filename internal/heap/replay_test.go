@@ -130,9 +130,19 @@ func TestTimeline(t *testing.T) {
 	if tl.Peak != (Point{3, 180}) {
 		t.Errorf("Peak = %+v, want 180 at 3", tl.Peak)
 	}
-	if tl.PeakRSS != (Point{6, 2000}) || len(tl.TotalRSS) != 2 || tl.TotalRSS[0] != (Point{2, 1500}) {
+	// Stream 1, not read at 6 and not ended, counts with its reading at 2.
+	if tl.PeakRSS != (Point{6, 3000}) || len(tl.TotalRSS) != 2 || tl.TotalRSS[0] != (Point{2, 1500}) {
 		t.Errorf("RSS: peak %+v, total %+v", tl.PeakRSS, tl.TotalRSS)
 	}
+	// Ended at 4, it does not; a process's own reading, later in the file
+	// than the agent's round at 6, takes its place in time.
+	c.Ends[1] = &capture.End{Stream: 1, TimeNano: 4}
+	c.RSS = append(c.RSS, capture.RSS{Stream: 1, TimeNano: 3, Bytes: 1200})
+	if got := TimelineOf(c, Options{}).TotalRSS; !slices.Equal(got, []Point{{2, 1500}, {3, 1700}, {6, 2000}}) {
+		t.Errorf("RSS with stream 1 ended at 4: total %+v, want 1500 at 2, 1700 at 3, 2000 at 6", got)
+	}
+	delete(c.Ends, 1)
+	c.RSS = c.RSS[:3]
 	if tl.Start != 1 || tl.End != 20 {
 		t.Errorf("bounds [%d, %d], want [1, 20]", tl.Start, tl.End)
 	}

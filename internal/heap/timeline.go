@@ -175,10 +175,8 @@ func (tb *timelineBuilder) timeline(r *replayer) *Timeline {
 	}
 	tl.MallocInUse, tl.MallocFree = mallocSeries(c, opt)
 	rss := map[uint32][]Point{}
-	for i := range c.RSS {
-		if x := &c.RSS[i]; opt.keep(x.Stream) {
-			rss[x.Stream] = append(rss[x.Stream], Point{x.TimeNano, float64(x.Bytes)})
-		}
+	for _, x := range rssReadings(c, opt) {
+		rss[x.Stream] = append(rss[x.Stream], Point{x.TimeNano, float64(x.Bytes)})
 	}
 	tl.TotalRSS, tl.PeakRSS = rssRounds(c, opt)
 	streams := map[uint32]bool{}
@@ -210,21 +208,42 @@ func (tb *timelineBuilder) timeline(r *replayer) *Timeline {
 	return tl
 }
 
-// rssRounds returns the sum of the covered streams' RSS at each sampling
-// round, in time order, and the highest (the first, on a tie).
-func rssRounds(c *capture.Capture, opt Options) (round []Point, peak Point) {
+// rssReadings returns the covered streams' RSS readings in time order.
+// The agent's rounds come in file order; a process's own readings (at its
+// start and exit) come when the agent drains its ring, later in the file.
+func rssReadings(c *capture.Capture, opt Options) []capture.RSS {
+	var out []capture.RSS
 	for i := range c.RSS {
-		x := &c.RSS[i]
-		if !opt.keep(x.Stream) {
-			continue
-		}
-		if n := len(round); n > 0 && round[n-1].T == x.TimeNano {
-			round[n-1].Bytes += float64(x.Bytes)
-		} else {
-			round = append(round, Point{x.TimeNano, float64(x.Bytes)})
+		if opt.keep(c.RSS[i].Stream) {
+			out = append(out, c.RSS[i])
 		}
 	}
-	slices.SortStableFunc(round, func(a, b Point) int { return cmp.Compare(a.T, b.T) })
+	slices.SortStableFunc(out, func(a, b capture.RSS) int { return cmp.Compare(a.TimeNano, b.TimeNano) })
+	return out
+}
+
+// rssRounds returns the sum of the covered streams' RSS at each moment a
+// reading was taken, in time order, and the highest (the first, on a tie).
+// A stream not read at that moment counts with its latest reading until
+// its end: a process's own reading stands beside the others'.
+func rssRounds(c *capture.Capture, opt Options) (round []Point, peak Point) {
+	readings := rssReadings(c, opt)
+	latest := map[uint32]uint64{}
+	for i := 0; i < len(readings); {
+		t := readings[i].TimeNano
+		for ; i < len(readings) && readings[i].TimeNano == t; i++ {
+			latest[readings[i].Stream] = readings[i].Bytes
+		}
+		var sum uint64
+		for s, b := range latest {
+			if e := c.Ends[s]; e != nil && e.TimeNano > 0 && e.TimeNano < t {
+				delete(latest, s)
+				continue
+			}
+			sum += b
+		}
+		round = append(round, Point{t, float64(sum)})
+	}
 	for _, p := range round {
 		if p.Bytes > peak.Bytes {
 			peak = p

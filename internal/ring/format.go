@@ -33,6 +33,7 @@ const (
 	MarkExit         = 2
 	MarkUser         = 3
 	MarkHighWater    = 4 // the value is the process's ru_maxrss at exit(), bytes
+	MarkRSS          = 5 // the value is the process's resident bytes less the ring's, at its ring's creation and at exit()
 
 	// FuncMunmap marks a FREE record of a munmap: it carries the length
 	// unmapped (Record.Size) after the tid.

@@ -46,7 +46,7 @@ func TestLayoutMatchesC(t *testing.T) {
 		"HL_FLAG_BACKING_STOPPED": FlagBackingStopped, "HL_FLAG_NO_UNWIND": FlagNoUnwind,
 		"HL_REC_ALLOC": RecAlloc, "HL_REC_FREE": RecFree, "HL_REC_MODULE": RecModule, "HL_REC_CODE": RecCode,
 		"HL_REC_MARK": RecMark, "HL_REC_ORIGIN": RecOrigin, "HL_REC_MALLINFO": RecMallinfo, "HL_REC_STACK": RecStack, "HL_REC_RESIDENT": RecResident, "HL_RESIDENT_BLOCKS": ResidentBlocks,
-		"HL_MARK_PY_FINALIZING": MarkPyFinalizing, "HL_MARK_EXIT": MarkExit, "HL_MARK_USER": MarkUser, "HL_MARK_HIGH_WATER": MarkHighWater,
+		"HL_MARK_PY_FINALIZING": MarkPyFinalizing, "HL_MARK_EXIT": MarkExit, "HL_MARK_USER": MarkUser, "HL_MARK_HIGH_WATER": MarkHighWater, "HL_MARK_RSS": MarkRSS,
 		"HL_ALLOC_TRUNCATED": AllocTruncated, "HL_ALLOC_PYMEM": AllocPyMem, "HL_ALLOC_ORIGIN": AllocOrigin,
 		"HL_ALLOC_METHOD_SHIFT": AllocMethodShift, "HL_ALLOC_STACKREF": AllocStackRef, "HL_STACK_REFS": StackRefs,
 		"HL_ORIGIN_SELF": OriginSelf, "HL_ORIGIN_API": OriginAPI, "HL_ORIGIN_OPENMP": OriginOpenMP,
