@@ -18,7 +18,7 @@ ATTACH_SO = internal/launch/lib/libheaplens-attach.so
 ATTACH_CFLAGS = $(filter-out -ftls-model=initial-exec,$(PRELOAD_CFLAGS)) -DHEAPLENS_ATTACH \
                 -mtls-dialect=gnu2 -Wl,-Bsymbolic-functions
 
-.PHONY: all test test-cpython test-platforms bench demo clean deps sanitize wheel sidroot oldroot otelcol
+.PHONY: all test test-cpython test-platforms bench demo clean deps sanitize wheel sidroot oldroot armroot otelcol
 all: bin/heaplens
 
 $(SO): $(PRELOAD_SRC) $(wildcard preload/*.h)
@@ -28,8 +28,23 @@ $(ATTACH_SO): $(PRELOAD_SRC) $(wildcard preload/*.h)
 	$(CC) $(CFLAGS) $(ATTACH_CFLAGS) -o $@ $(PRELOAD_SRC) $(PRELOAD_LIBS)
 
 # Without cgo: a static program, which runs on any glibc (docs/platforms.md).
-bin/heaplens: $(SO) $(ATTACH_SO) $(shell find cmd internal -name '*.go' -not -name '*_test.go') $(wildcard internal/web/assets/*) go.mod go.sum
-	CGO_ENABLED=0 $(GO) build -ldflags=-E=github.com/heaplens/heaplens/internal/sigstart.entry -o $@ ./cmd/heaplens
+GO_SRC = $(shell find cmd internal -name '*.go' -not -name '*_test.go') $(wildcard internal/web/assets/*) go.mod go.sum
+GO_LDFLAGS = -ldflags=-E=github.com/heaplens/heaplens/internal/sigstart.entry
+bin/heaplens: $(SO) $(ATTACH_SO) $(GO_SRC)
+	CGO_ENABLED=0 $(GO) build $(GO_LDFLAGS) -o $@ ./cmd/heaplens
+
+# arm64 (docs/platforms.md): the library from Debian's cross compiler
+# (gcc-aarch64-linux-gnu), embedded into the agent built with GOARCH=arm64.
+# No attach library: attach is x86-64 only. Tested in the arm64 root
+# (make armroot) through qemu-user.
+ARM64_CC ?= aarch64-linux-gnu-gcc
+SO_ARM64 = internal/launch/lib-arm64/libheaplens.so
+$(SO_ARM64): $(PRELOAD_SRC) $(wildcard preload/*.h)
+	@command -v $(ARM64_CC) >/dev/null || { echo "$(ARM64_CC) is missing: apt-get install gcc-aarch64-linux-gnu" >&2; exit 1; }
+	$(ARM64_CC) $(CFLAGS) $(PRELOAD_CFLAGS) -o $@ $(PRELOAD_SRC) $(PRELOAD_LIBS)
+
+bin/heaplens-arm64: $(SO_ARM64) $(GO_SRC)
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) build $(GO_LDFLAGS) -o $@ ./cmd/heaplens
 
 # Installs what the tests need on a fresh Debian machine, then runs them all.
 deps:
@@ -57,6 +72,13 @@ sidroot:
 # runs a subset (TestOldGlibc*); test-platforms runs them all.
 oldroot:
 	./scripts/debroot.sh bullseye
+
+# arm64 (docs/platforms.md): a cached Debian 12 arm64 root
+# (~/.cache/heaplens/roots/bookworm-arm64: glibc 2.36, python3.11, gcc with
+# libgomp) entered through qemu-user (qemu-user-static, binfmt_misc's
+# qemu-aarch64 entry, which scripts/debroot.sh sets up).
+armroot:
+	./scripts/debroot.sh arm64
 
 test-platforms: deps bin/heaplens wheel oldroot
 	$(GO) test -count=1 -v -run 'TestLibraryNeedsGlibc217|TestPreflightPrograms' ./internal/launch
@@ -96,4 +118,4 @@ demo:
 	./scripts/demo.sh
 
 clean:
-	rm -rf bin $(SO) $(ATTACH_SO) dist build $(PYPKG)/_bin $(PYPKG)/_lib $(PYPKG)/_version.py
+	rm -rf bin $(SO) $(ATTACH_SO) $(SO_ARM64) dist build $(PYPKG)/_bin $(PYPKG)/_lib $(PYPKG)/_version.py

@@ -289,6 +289,16 @@ extern struct hl_control hl_ctl; /* attach.c; exported as heaplens_control */
 		if (old_ <= (int64_t)(n) || t_->epoch != RELAXED(hl_ctl.epoch))         \
 			goto label;                                                         \
 	} while (0)
+#elif !defined(__x86_64__)
+/* aarch64: its atomics-free load, subtract, store and compare-and-branch are what the C gives. */
+#define COUNTDOWN_OR_GOTO(n, label)                                                         \
+	do {                                                                                \
+		struct tls *t_ = &tls;                                                      \
+		int64_t old_ = t_->remaining;                                               \
+		t_->remaining = old_ - (int64_t)(n);                                        \
+		if (old_ <= (int64_t)(n))                                                   \
+			goto label;                                                         \
+	} while (0)
 #else
 #define COUNTDOWN_OR_GOTO(n, label)                                              \
 	__asm__ goto("movq heaplens_tls@gottpoff(%%rip), %%rax\n\t"                \
@@ -395,13 +405,32 @@ int new_module(uintptr_t pc);
  * the library's own (~3 of a C++ program's ~10 frames a sample).
  */
 struct walk_start {
-	uintptr_t pc, sp, bp; /* its return address, its CFA, its caller's rbp */
+	uintptr_t pc, sp, bp; /* its return address, its CFA, its caller's frame pointer (rbp, x29) */
 };
+#ifdef __aarch64__
+/*
+ * aarch64: x29 points at the frame record {caller's x29, x30}, which need
+ * not be at the CFA's end of the frame; the CFA is asked of the compiler.
+ * A return address may carry a pointer-authentication code in its top bits.
+ */
+#define WALK_START() \
+	({ \
+		const uintptr_t *fp_ = __builtin_frame_address(0); \
+		(struct walk_start){STRIP_PAC(fp_[1]), (uintptr_t)__builtin_dwarf_cfa(), fp_[0]}; \
+	})
+#define DWARF_FP 29 /* x29 */
+#define RULE_RA_SLOT(rule) ((rule) >> 26) /* the return address is at CFA - 8 * slot */
+#define STRIP_PAC(v) ((v) & 0xffffffffffffull) /* 48-bit user addresses */
+#else
 #define WALK_START() \
 	({ \
 		const uintptr_t *fp_ = __builtin_frame_address(0); \
 		(struct walk_start){fp_[1], (uintptr_t)(fp_ + 2), fp_[0]}; \
 	})
+#define DWARF_FP 6 /* rbp */
+#define RULE_RA_SLOT(rule) 1u /* the ABI's: CFA - 8 */
+#define STRIP_PAC(v) (v)
+#endif
 /* How a table walk ended: at the outermost frame, at a frame no table covers yet (libgcc may go on), or cut. */
 enum { WALK_DONE, WALK_LIBGCC, WALK_CUT, WALK_UNSCANNED /* done, through a library loaded since the last scan */ };
 int table_walk(const struct walk_start *from, struct stack_region *r);
@@ -446,6 +475,13 @@ static inline int blockset_maybe(const struct blockset *s, const void *p)
  * reads the filter byte itself (C's relaxed load adds a zero-extend and a
  * test). The hash is blockset_filter_at's.
  */
+#ifndef __x86_64__
+#define BLOCKSET_MAYBE_GOTO(s, p, label)     \
+	do {                                 \
+		if (blockset_maybe((s), (p))) \
+			goto label;          \
+	} while (0)
+#else
 #define BLOCKSET_MAYBE_GOTO(s, p, label)                                         \
 	__asm__ goto("imull $0x9e3779b1, %k0, %%eax\n\t"                        \
 		     "shrl $(32 - " HL_STR(BLOCKSET_FILTER_BITS) "), %%eax\n\t"  \
@@ -455,6 +491,7 @@ static inline int blockset_maybe(const struct blockset *s, const void *p)
 		     : "r"(p), "r"((s)->filter)                                 \
 		     : "rax", "cc"                                              \
 		     : label)
+#endif
 #define HL_STR_(x) #x
 #define HL_STR(x) HL_STR_(x)
 int blockset_init(struct blockset *s);

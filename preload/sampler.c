@@ -148,7 +148,7 @@ static _Unwind_Reason_Code unwind_cb(struct _Unwind_Context *ctx, void *arg)
 	 * (its FDE, or the bytes of a signal trampoline): where this frame's
 	 * rule is known, the caller's return address is checked first.
 	 */
-	uintptr_t bp = _Unwind_GetGR(ctx, 6);
+	uintptr_t bp = _Unwind_GetGR(ctx, DWARF_FP);
 	uint32_t rule;
 	if (!rule_of(ip, &rule)) /* libgcc alone knows: only rbp, if not within the stack, could lead outside */
 		return bp - cfa > a->hi - cfa ? (a->cut = 1, _URC_END_OF_STACK) : _URC_NO_REASON;
@@ -156,7 +156,8 @@ static _Unwind_Reason_Code unwind_cb(struct _Unwind_Context *ctx, void *arg)
 	if (kind == 3)
 		return _URC_NO_REASON;
 	uintptr_t next = (kind == 0 ? cfa : bp) + (rule & 0xffff), ra;
-	if (next < cfa + 8 || next > a->hi || ((ra = ((const uintptr_t *)next)[-1]) && !covered(ra, &hint) && !new_module(ra))) {
+	if (next < cfa + 8 * RULE_RA_SLOT(rule) || next > a->hi ||
+	    ((ra = STRIP_PAC(((const uintptr_t *)next)[-(intptr_t)RULE_RA_SLOT(rule)])) && !covered(ra, &hint) && !new_module(ra))) {
 		a->cut = 1;
 		return _URC_END_OF_STACK;
 	}

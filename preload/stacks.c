@@ -124,7 +124,12 @@ out:
 static void own_stack(uintptr_t sp)
 {
 	uintptr_t tp, lo, hi;
+#ifdef __x86_64__
 	__asm__("mov %%fs:0, %0" : "=r"(tp));
+#else
+	/* aarch64 (TLS variant I): tpidr_el0 is just above the descriptor, below the static TLS, in the same mapping. */
+	tp = (uintptr_t)__builtin_thread_pointer();
+#endif
 	tls.stk_lo = 0, tls.stk_hi = 1;
 	if ((sp - main_lo < main_hi - main_lo || syscall(SYS_gettid) == getpid()) && main_hi)
 		tls.stk_lo = main_lo, tls.stk_hi = main_hi;
