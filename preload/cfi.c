@@ -22,13 +22,14 @@ struct dwarf_eh_bases {
 extern const void *_Unwind_Find_FDE(void *pc, struct dwarf_eh_bases *bases);
 
 #ifdef __aarch64__
-/* x29, sp, x30: the return address saved anywhere in the frame's 63 slots below its CFA (unwind-format.md). */
+/* x29, sp, x30: the return address saved in one of the 63 slots below the CFA or beside x29 (unwind-format.md). */
 enum { REG_BP = 29, REG_SP = 31, REG_RA = 30 };
-#define RA_OK(off) ((off) < 0 && (off) % 8 == 0 && (off) >= -8 * 63)
-#define RA_BITS(off) ((uint32_t)(-(off) / 8) << 26)
+#define RA_SLOTTED(off) ((off) < 0 && (off) % 8 == 0 && (off) >= -8 * 63)
+#define RA_OK(s) (RA_SLOTTED((s).ra_off) || ((s).bp == R_OFFSET && (s).ra_off == (s).bp_off + 8))
+#define RA_BITS(off) (RA_SLOTTED(off) ? (uint32_t)(-(off) / 8) << 26 : 0u) /* 0: in the pair above x29's slot */
 #else
 enum { REG_BP = 6, REG_SP = 7, REG_RA = 16 };
-#define RA_OK(off) ((off) == -8)
+#define RA_OK(s) ((s).ra_off == -8)
 #define RA_BITS(off) 0u
 #endif
 enum { R_SAME, R_UNDEF, R_OFFSET, R_OTHER };
@@ -258,7 +259,7 @@ int fde_rule(uintptr_t look, uint32_t *rule)
 		*rule = 3u << 24; /* the outermost frame */
 		return 1;
 	}
-	if (s.ra != R_OFFSET || !RA_OK(s.ra_off) || s.cfa_expr || s.cfa_off < 0 || s.cfa_off > 0xffff ||
+	if (s.ra != R_OFFSET || !RA_OK(s) || s.cfa_expr || s.cfa_off < 0 || s.cfa_off > 0xffff ||
 	    (s.cfa_reg != REG_SP && s.cfa_reg != REG_BP))
 		return 0;
 	uint32_t k = 0;

@@ -419,7 +419,8 @@ struct walk_start {
 		(struct walk_start){STRIP_PAC(fp_[1]), (uintptr_t)__builtin_dwarf_cfa(), fp_[0]}; \
 	})
 #define DWARF_FP 29 /* x29 */
-#define RULE_RA_SLOT(rule) ((rule) >> 26) /* the return address is at CFA - 8 * slot */
+/* The return address is at CFA - 8 * slot: bits 26-31, or 0: in the frame record, above x29's slot k. */
+#define RULE_RA_SLOT(rule, k) ((rule) >> 26 ? (rule) >> 26 : (k) - 1u)
 #define STRIP_PAC(v) ((v) & 0xffffffffffffull) /* 48-bit user addresses */
 #else
 #define WALK_START() \
@@ -428,7 +429,7 @@ struct walk_start {
 		(struct walk_start){fp_[1], (uintptr_t)(fp_ + 2), fp_[0]}; \
 	})
 #define DWARF_FP 6 /* rbp */
-#define RULE_RA_SLOT(rule) 1u /* the ABI's: CFA - 8 */
+#define RULE_RA_SLOT(rule, k) 1u /* the ABI's: CFA - 8 */
 #define STRIP_PAC(v) (v)
 #endif
 /* How a table walk ended: at the outermost frame, at a frame no table covers yet (libgcc may go on), or cut. */

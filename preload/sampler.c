@@ -156,8 +156,9 @@ static _Unwind_Reason_Code unwind_cb(struct _Unwind_Context *ctx, void *arg)
 	if (kind == 3)
 		return _URC_NO_REASON;
 	uintptr_t next = (kind == 0 ? cfa : bp) + (rule & 0xffff), ra;
-	if (next < cfa + 8 * RULE_RA_SLOT(rule) || next > a->hi ||
-	    ((ra = STRIP_PAC(((const uintptr_t *)next)[-(intptr_t)RULE_RA_SLOT(rule)])) && !covered(ra, &hint) && !new_module(ra))) {
+	uint32_t slot = RULE_RA_SLOT(rule, rule >> 16 & 0xff);
+	if (next < cfa + 8 * (uintptr_t)slot || next > a->hi ||
+	    ((ra = STRIP_PAC(((const uintptr_t *)next)[-(intptr_t)slot])) && !covered(ra, &hint) && !new_module(ra))) {
 		a->cut = 1;
 		return _URC_END_OF_STACK;
 	}

@@ -305,14 +305,14 @@ __attribute__((noinline)) int table_walk(const struct walk_start *from, struct s
 		if (cfa < sp + 8 || cfa > hi || cfa - sp > (kind == KIND_RSP ? MAX_FRAME_SP : MAX_FRAME_BP) ||
 		    8 * (uintptr_t)k > cfa - sp
 #ifdef __aarch64__
-		    || !RULE_RA_SLOT(rule) || 8 * (uintptr_t)RULE_RA_SLOT(rule) > cfa - sp
+		    || !RULE_RA_SLOT(rule, k) || 8 * (uintptr_t)RULE_RA_SLOT(rule, k) > cfa - sp
 #endif
 		) {
 			tls.nframes = n;
 			return WALK_CUT;
 		}
 		const uintptr_t *frame = (const uintptr_t *)cfa;
-		pc = STRIP_PAC(frame[-(intptr_t)RULE_RA_SLOT(rule)]);
+		pc = STRIP_PAC(frame[-(intptr_t)RULE_RA_SLOT(rule, k)]);
 		if (k)
 			bp = frame[-(intptr_t)k];
 		sp = cfa, look = pc - 1;

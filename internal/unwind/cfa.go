@@ -11,8 +11,9 @@ import (
 type arch struct {
 	sp, fp, ra uint64
 	// raSlots: arm64's return address (x30) may be saved in any of the
-	// 63 slots below the CFA (bits 26–31 name it); x86-64's is at CFA − 8
-	// by the call instruction, and bits 26–31 stay 0.
+	// 63 slots below the CFA (bits 26–31 name it) or, farther down, just
+	// above the saved x29 (0); x86-64's is at CFA − 8 by the call
+	// instruction, and bits 26–31 stay 0.
 	raSlots bool
 }
 
@@ -70,6 +71,9 @@ func (s *frameState) rule(a *arch) uint32 {
 	case !a.raSlots && s.ra.off == -8:
 	case a.raSlots && s.ra.off < 0 && s.ra.off%8 == 0 && s.ra.off >= -8*maxRASlot:
 		r.RASlot = uint8(-s.ra.off / 8)
+	case a.raSlots && s.rbp.how == ruleOffset && s.ra.off == s.rbp.off+8:
+		// RASlot 0: farther down, in the frame record's pair, just above
+		// the saved x29 (whose slot is checked below).
 	default:
 		return unknown
 	}

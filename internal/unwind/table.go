@@ -38,7 +38,7 @@ type Rule struct {
 	Kind      uint8  // KindRSP, KindRBP, KindUnknown or KindEnd
 	CFAOffset uint16 // added to rsp (KindRSP) or rbp (KindRBP) to give the CFA
 	RBPSlot   uint8  // k: the caller's rbp (x29) is at CFA − 8k; 0: it is left as found
-	RASlot    uint8  // arm64: the return address is at CFA − 8·RASlot (1–63); x86-64: 0 (CFA − 8)
+	RASlot    uint8  // arm64: the return address is at CFA − 8·RASlot (1–63), or 0: at CFA − 8·(RBPSlot − 1); x86-64: 0 (CFA − 8)
 }
 
 // maxRASlot is the largest RASlot (bits 26–31).
