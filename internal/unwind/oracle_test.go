@@ -173,11 +173,11 @@ type oracle struct {
 	t           *testing.T
 	arm         bool         // an arm64 file
 	raUndefined map[int]bool // arm64: the FDEs that declare x30 undefined
-	table   *Table
-	checked int // addresses
-	rows    int // readelf's rows (the last at each address)
-	bad     int
-	first   []string
+	table       *Table
+	checked     int // addresses
+	rows        int // readelf's rows (the last at each address)
+	bad         int
+	first       []string
 }
 
 // check compares the table at addr with want; at a kind-2 address after
