@@ -98,15 +98,17 @@ sanitize: bin/heaplens
 test-cpython: deps bin/heaplens
 	$(GO) test -count=1 -timeout 150m -v -run TestCPythonSlice ./test/cpython -full
 
-# The wheel: a static heaplens (no cgo: it runs on any glibc), the library,
-# and the Python package with the pytest plugin (docs/pytest.md).
+# The wheels, x86-64 and arm64: a static heaplens (no cgo: it runs on any
+# glibc), the library, and the Python package with the pytest plugin
+# (docs/pytest.md).
 PYPKG = python/heaplens
-wheel: $(SO)
+wheel: $(SO) bin/heaplens-arm64
 	rm -rf $(PYPKG)/_bin $(PYPKG)/_lib && mkdir -p $(PYPKG)/_bin $(PYPKG)/_lib
 	CGO_ENABLED=0 $(GO) build -ldflags=-E=github.com/heaplens/heaplens/internal/sigstart.entry -o $(PYPKG)/_bin/heaplens ./cmd/heaplens
 	cp $(SO) $(PYPKG)/_lib/
 	$(PYPKG)/_bin/heaplens version | sed -e 's/^heaplens //' -e 's/-dev$$/.dev0/' -e 's/.*/__version__ = "&"/' > $(PYPKG)/_version.py
 	./scripts/wheel.sh
+	./scripts/wheel.sh aarch64
 
 bench: bin/heaplens
 	$(GO) run ./bench/cmd/hlbench -no-build

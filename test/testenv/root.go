@@ -31,6 +31,14 @@ func OldRoot(t testing.TB) (Chroot, bool) {
 	return cachedRoot(t, "bullseye", "make oldroot", "older-glibc (2.31) tests")
 }
 
+// ARMRoot returns the Debian 12 arm64 root (glibc 2.36, python3.11, gcc
+// with libgomp), whose programs run through qemu-user, failing t loudly
+// when it is missing or cannot be entered.
+func ARMRoot(t testing.TB) (Chroot, bool) {
+	t.Helper()
+	return cachedRoot(t, "bookworm-arm64", "make armroot", "arm64 tests")
+}
+
 func cachedRoot(t testing.TB, name, target, what string) (Chroot, bool) {
 	t.Helper()
 	cache := os.Getenv("XDG_CACHE_HOME")
@@ -88,10 +96,16 @@ func (r Chroot) Inside(host string) string {
 // TempDir of the root, and returns its path inside the root.
 func (r Chroot) Heaplens(t testing.TB, dir string) string {
 	t.Helper()
-	src := filepath.Join(Root, "bin", "heaplens-static")
+	return r.HeaplensFrom(t, dir, "heaplens-static")
+}
+
+// HeaplensFrom is Heaplens with another build of bin/ (heaplens-arm64).
+func (r Chroot) HeaplensFrom(t testing.TB, dir, name string) string {
+	t.Helper()
+	src := filepath.Join(Root, "bin", name)
 	b, err := os.ReadFile(src)
 	if err != nil {
-		t.Fatalf("%s is missing: run `make bin/heaplens-static` (make test does): %v", src, err)
+		t.Fatalf("%s is missing: run `make bin/%s` (make test does): %v", src, name, err)
 	}
 	dst := filepath.Join(dir, "heaplens")
 	if err := os.WriteFile(dst, b, 0o755); err != nil {
