@@ -52,7 +52,9 @@ deps:
 
 test: deps bin/heaplens wheel sidroot oldroot bin/heaplens-static otelcol
 	$(GO) vet ./...
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) vet ./cmd/... ./internal/...
 	$(GO) test -count=1 -timeout 25m ./...
+	@echo '!!! arm64 is NOT tested by make test (qemu-user is ~10x slower): make test-platforms runs TestARM64Profiles in the arm64 root (make armroot)'
 
 # The OpenTelemetry Collector the OTLP export is tested against
 # (test/otelcol), built once into ~/.cache/heaplens/otelcol and linked as
@@ -80,9 +82,10 @@ oldroot:
 armroot:
 	./scripts/debroot.sh arm64
 
-test-platforms: deps bin/heaplens wheel oldroot
+test-platforms: deps bin/heaplens wheel oldroot armroot
 	$(GO) test -count=1 -v -run 'TestLibraryNeedsGlibc217|TestPreflightPrograms' ./internal/launch
-	$(GO) test -count=1 -timeout 15m -v -run 'TestOldGlibc|TestBinaryNeedsGlibc217' ./test/e2e -platforms
+	$(GO) test -count=1 -v -run 'TestReadelfOracle' ./internal/unwind
+	$(GO) test -count=1 -timeout 40m -v -run 'TestOldGlibc|TestBinaryNeedsGlibc217|TestARM64' ./test/e2e -platforms
 
 bin/heaplens-static: bin/heaplens
 	cp bin/heaplens $@
