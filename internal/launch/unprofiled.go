@@ -2,10 +2,12 @@ package launch
 
 import (
 	"bytes"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -31,7 +33,35 @@ type unprofiled struct {
 	member map[int]bool
 	scans  int
 	self   string // heaplens's own executable: a test runner's heaplens window is a tool, not the program
+	// foreign caches, by executable, whether it is for another machine
+	// than heaplens (emulator).
+	foreign map[string]bool
 }
+
+// emulator reports whether exe, the /proc/PID/exe of a process with a
+// ring, is a program for another machine than heaplens's: the emulator of
+// a process that qemu-user runs (as heaplens itself is run in the arm64
+// root), since the library loads only into programs of heaplens's machine.
+// An emulated process that execs another emulated program without the
+// library is then not named unprofiled (/proc shows the same emulator).
+func (u *unprofiled) emulator(pid int, exe string) bool {
+	f, ok := u.foreign[exe]
+	if !ok {
+		// Through /proc: in a chroot the emulator's path is the host's.
+		if ef, err := elf.Open(fmt.Sprintf("/proc/%d/exe", pid)); err == nil {
+			f = ef.Machine != elfMachine[runtime.GOARCH]
+			ef.Close()
+		}
+		if u.foreign == nil {
+			u.foreign = map[string]bool{}
+		}
+		u.foreign[exe] = f
+	}
+	return f
+}
+
+// elfMachine is the ELF machine of each GOARCH heaplens is built for.
+var elfMachine = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
 
 // fullEvery is how many rounds pass between full reads of /proc.
 const fullEvery = 50
@@ -59,6 +89,9 @@ func (u *unprofiled) scan(profiled map[int]string, marked map[int]bool) (notes [
 		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 		if err != nil || profiled[pid] == exe || exe == u.self || marked[pid] {
 			continue // gone, a zombie, profiled, heaplens itself, or it said why not
+		}
+		if _, ok := profiled[pid]; ok && u.emulator(pid, exe) {
+			continue // profiled, seen through qemu-user: its ring names the program, /proc the emulator
 		}
 		im := image{pid, exe}
 		now[im] = true
