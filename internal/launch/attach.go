@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/heaplens/heaplens/internal/attach"
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/collect"
+	"github.com/heaplens/heaplens/internal/inject"
 	"github.com/heaplens/heaplens/internal/privdir"
 )
 
@@ -53,6 +55,9 @@ type AttachResult struct {
 // Attach profiles a running process until the session ends, then leaves
 // it as it was (the library stays loaded and idle; docs/attach.md).
 func Attach(o AttachOptions) (*AttachResult, error) {
+	if runtime.GOARCH != "amd64" {
+		return nil, inject.ErrArch // before the library, which there is none of
+	}
 	if err := CheckRingSize(o.RingSize); o.RingSize != 0 && err != nil {
 		return nil, err
 	}
