@@ -35,6 +35,7 @@ func arm64(t *testing.T) (where, bool) {
 // TestARM64Profiles checks on arm64 what a profile must get right: leaky.c's
 // native sites exact at --rate 1 (through .eh_frame-driven walks without
 // frame pointers), a forked child's blocks exact in its own stream,
+// mapper.c's own mappings exact in the mmap kind,
 // pysites.py's sites at their lines within 4σ at 64 KiB and exact at
 // --rate 1, the interleaved Python → C → Python recursion's shape with the
 // interpreter's native frames between, and an OpenMP region's bytes
@@ -46,6 +47,15 @@ func TestARM64Profiles(t *testing.T) {
 	}
 	t.Run("native-rate1", func(t *testing.T) { checkLeakyExact(t, w) })
 	t.Run("fork-child", func(t *testing.T) { checkForkChild(t, w) })
+	t.Run("mmap", func(t *testing.T) {
+		bin := w.cc(t, "gcc", "mapper.c", "mapper")
+		capPath, capArg := w.file("mapper.hlc")
+		res := w.heaplens(t, 5*time.Minute, nil, "run", "-q", "-o", capArg, "--rate", "64KiB", "--seed", "3", "--", bin)
+		if res.code != 0 {
+			t.Fatalf("exit %d\n%s", res.code, res.stderr)
+		}
+		checkMapperKinds(t, capPath)
+	})
 	sites := siteLines(t, filepath.Join(root, "test", "workloads", "pysites.py"))
 	for _, rate := range []uint64{64 << 10, 1} {
 		t.Run("python3.11/rate="+strconv.FormatUint(rate, 10), func(t *testing.T) {
