@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,18 +55,9 @@ func TestARM64Profiles(t *testing.T) {
 		}
 		checkMapperKinds(t, capPath)
 	})
-	sites := siteLines(t, filepath.Join(root, "test", "workloads", "pysites.py"))
-	for _, rate := range []uint64{64 << 10, 1} {
-		t.Run("python3.11/rate="+strconv.FormatUint(rate, 10), func(t *testing.T) {
-			script := w.workload(t, "pysites.py")
-			command := []string{"/usr/bin/python3.11", script}
-			if rate == 1 {
-				command = append(command, "nodeep") // as TestPythonNewSites: the deep recursion is checked at 64 KiB
-			}
-			testPythonSites(t, w, []string{"PYTHONHASHSEED=0"}, command, script, sites, rate, false, 1)
-		})
-	}
+	checkPysites(t, w, "/usr/bin/python3.11", 64<<10, 1)
 	t.Run("interleaved", func(t *testing.T) {
+		sites := siteLines(t, filepath.Join(root, "test", "workloads", "pysites.py"))
 		script := w.workload(t, "pysites.py")
 		capPath, capArg := w.file("deep.hlc")
 		res := w.heaplens(t, 5*time.Minute, nil, "run", "-q", "-o", capArg, "--rate", "16KiB",

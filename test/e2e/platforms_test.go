@@ -91,11 +91,16 @@ func TestOldGlibcProfiles(t *testing.T) {
 	if *platformsFull {
 		rates = append(rates, 1)
 	}
+	checkPysites(t, w, "/usr/bin/python3.9", rates...)
+}
+
+// checkPysites runs pysites.py with python where w says, at each rate.
+func checkPysites(t *testing.T, w where, python string, rates ...uint64) {
 	sites := siteLines(t, filepath.Join(root, "test", "workloads", "pysites.py"))
 	for _, rate := range rates {
-		t.Run("python3.9/rate="+strconv.FormatUint(rate, 10), func(t *testing.T) {
+		t.Run(filepath.Base(python)+"/rate="+strconv.FormatUint(rate, 10), func(t *testing.T) {
 			script := w.workload(t, "pysites.py")
-			command := []string{"/usr/bin/python3.9", script}
+			command := []string{python, script}
 			if rate == 1 {
 				command = append(command, "nodeep") // as TestPythonNewSites: the deep recursion is checked at 64 KiB
 			}

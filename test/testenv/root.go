@@ -96,16 +96,10 @@ func (r Chroot) Inside(host string) string {
 // TempDir of the root, and returns its path inside the root.
 func (r Chroot) Heaplens(t testing.TB, dir string) string {
 	t.Helper()
-	return r.HeaplensFrom(t, dir, "heaplens-static")
-}
-
-// HeaplensFrom is Heaplens with another build of bin/ (heaplens-arm64).
-func (r Chroot) HeaplensFrom(t testing.TB, dir, name string) string {
-	t.Helper()
-	src := filepath.Join(Root, "bin", name)
+	src := filepath.Join(Root, "bin", "heaplens-static")
 	b, err := os.ReadFile(src)
 	if err != nil {
-		t.Fatalf("%s is missing: run `make bin/%s` (make test does): %v", src, name, err)
+		t.Fatalf("%s is missing: run `make bin/heaplens-static` (make test does): %v", src, err)
 	}
 	dst := filepath.Join(dir, "heaplens")
 	if err := os.WriteFile(dst, b, 0o755); err != nil {
