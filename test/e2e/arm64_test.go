@@ -38,7 +38,8 @@ func arm64(t *testing.T) (where, bool) {
 // pysites.py's sites at their lines within 4σ at 64 KiB and exact at
 // --rate 1, the interleaved Python → C → Python recursion's shape with the
 // interpreter's native frames between, and an OpenMP region's bytes
-// charged to the Python function that called it.
+// charged to the Python function that called it; a signal ignored when
+// heaplens started is ignored in the command (the arm64 entry stub).
 func TestARM64Profiles(t *testing.T) {
 	w, ok := arm64(t)
 	if !ok {
@@ -78,6 +79,16 @@ func TestARM64Profiles(t *testing.T) {
 			t.Fatalf("exit %d\n%s", res.code, res.stderr)
 		}
 		expectCharged(t, "arm64 libgomp", load(t, capPath), 40000, n*reps*40000, "omp_job_a", "openmp", "[pool: libgomp (openmp)]", "omp_job_a")
+	})
+	t.Run("ignored-signal", func(t *testing.T) {
+		// The Go runtime takes SIGUSR1 over as it starts (a child would get
+		// it at its default): only the arm64 entry stub knows it was ignored.
+		_, capArg := w.file("sig.hlc")
+		res := w.run(t, 5*time.Minute, nil, "sh", "-c", `trap '' USR1; exec "$@"`, "sh", w.bin, "run", "-q", "-o", capArg, "--",
+			"/usr/bin/python3.11", "-c", "import signal; print(signal.getsignal(signal.SIGUSR1), signal.getsignal(signal.SIGUSR2))")
+		if res.code != 0 || res.stdout != "1 0\n" {
+			t.Errorf("SIGUSR1 ignored, SIGUSR2 not, when heaplens started: the command got %q (want \"1 0\": 1 SIG_IGN, 0 SIG_DFL), exit %d\n%s", res.stdout, res.code, res.stderr)
+		}
 	})
 	t.Run("attach-says-x86-64-only", func(t *testing.T) {
 		res := w.heaplens(t, time.Minute, nil, "attach", "1")
