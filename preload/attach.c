@@ -32,9 +32,19 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 
+#include "attach.h"
+#include "blockset.h"
+#include "boot.h"
+#include "core.h"
 #include "gomp.h"
 #include "heaplens.h"
-#include "internal.h"
+#include "heapstats.h"
+#include "hooks.h"
+#include "modules.h"
+#include "pools.h"
+#include "python.h"
+#include "ring.h"
+#include "stacks.h"
 
 struct hl_control hl_ctl __attribute__((aligned(64)));
 extern struct hl_control heaplens_control __attribute__((alias("hl_ctl"), visibility("default")));

@@ -5,7 +5,7 @@
 #ifndef HEAPLENS_GOMP_H
 #define HEAPLENS_GOMP_H
 
-#include "internal.h"
+#include "core.h"
 
 #pragma GCC visibility push(hidden)
 typedef void (*omp_fn)(void *);

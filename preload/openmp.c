@@ -22,9 +22,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
-
+#include "core.h"
 #include "gomp.h"
+#include "pools.h"
+#include "ring.h"
 
 /* What a team thread runs instead of fn. first stays first: see GOMP_parallel_reductions. */
 struct region {
@@ -39,12 +40,12 @@ struct region {
 static void run_for(void *arg)
 {
 	const struct region *r = arg;
-	uint64_t prev = tls.origin;
-	uint32_t method = tls.origin_method;
+	uint64_t prev = tls.pool.origin;
+	uint32_t method = tls.pool.origin_method;
 	if (hl_tid() != r->origin)
-		tls.origin = r->token, tls.origin_method = HL_ORIGIN_OPENMP;
+		tls.pool.origin = r->token, tls.pool.origin_method = HL_ORIGIN_OPENMP;
 	r->fn(r->data);
-	tls.origin = prev, tls.origin_method = method;
+	tls.pool.origin = prev, tls.pool.origin_method = method;
 }
 
 /* Returns 0 when heaplens is inactive: call the runtime with fn and data unchanged. */
@@ -53,8 +54,8 @@ static int region_begin(struct region *r, omp_fn fn, void *data)
 	if (!hl_active())
 		return 0;
 	r->fn = fn, r->data = data, r->first = NULL, r->opened = 0;
-	if (tls.origin) { /* a nested region keeps the outer origin */
-		r->token = tls.origin;
+	if (tls.pool.origin) { /* a nested region keeps the outer origin */
+		r->token = tls.pool.origin;
 	} else {
 		r->token = origin_begin();
 		r->opened = 1;
@@ -413,7 +414,7 @@ static void ompt_parallel_begin(ompt_data_t *task, const void *frame, ompt_data_
 				unsigned requested, int flags, const void *ra)
 {
 	(void)task, (void)frame, (void)requested, (void)flags, (void)ra;
-	parallel->value = tls.origin ? tls.origin : origin_begin();
+	parallel->value = tls.pool.origin ? tls.pool.origin : origin_begin();
 }
 
 static void ompt_parallel_end(ompt_data_t *parallel, ompt_data_t *task, int flags, const void *ra)
@@ -435,11 +436,11 @@ static void ompt_implicit_task(int endpoint, ompt_data_t *parallel, ompt_data_t 
 		task->value = 0;
 		if (!token || token >> 32 == hl_tid())
 			return;
-		task->value = OMPT_SET | tls.origin << OMPT_PREV_SHIFT;
-		tls.origin = token, tls.origin_method = HL_ORIGIN_OPENMP;
+		task->value = OMPT_SET | tls.pool.origin << OMPT_PREV_SHIFT;
+		tls.pool.origin = token, tls.pool.origin_method = HL_ORIGIN_OPENMP;
 	} else if (endpoint == OMPT_SCOPE_END && (task->value & OMPT_SET)) {
-		tls.origin = task->value >> OMPT_PREV_SHIFT;
-		tls.origin_method = tls.origin ? HL_ORIGIN_OPENMP : HL_ORIGIN_SELF;
+		tls.pool.origin = task->value >> OMPT_PREV_SHIFT;
+		tls.pool.origin_method = tls.pool.origin ? HL_ORIGIN_OPENMP : HL_ORIGIN_SELF;
 	}
 }
 
