@@ -26,9 +26,9 @@ func fileOrder(c *capture.Capture) []capture.Record {
 	return out
 }
 
-// streamed is Summarize of c, its events handed over as a file would.
-func streamed(t *testing.T, c *capture.Capture) *Summary {
-	t.Helper()
+// asFile returns c's events as a file hands them over, their Prescan, and
+// c without them, as capture.LoadEvents returns it.
+func asFile(c *capture.Capture) ([]capture.Record, *Prescan, *capture.Capture) {
 	recs := fileOrder(c)
 	pre := NewPrescan()
 	for i := range recs {
@@ -36,8 +36,15 @@ func streamed(t *testing.T, c *capture.Capture) *Summary {
 	}
 	bare := *c
 	bare.Allocs, bare.Frees, bare.FreeOrder = nil, nil, nil
+	return recs, pre, &bare
+}
+
+// streamed is Summarize of c, its events handed over as a file would.
+func streamed(t *testing.T, c *capture.Capture) *Summary {
+	t.Helper()
+	recs, pre, bare := asFile(c)
 	scans := 0
-	s, err := Summarize(&bare, pre, func(fn func(*capture.Record) bool) error {
+	s, err := Summarize(bare, pre, func(fn func(*capture.Record) bool) error {
 		scans++
 		for i := range recs {
 			rec := recs[i] // fn may not keep it, as with capture.ScanEvents
@@ -166,20 +173,14 @@ func TestLoadedAndStreamedSumsAgree(t *testing.T) {
 	}
 	for _, rate := range []uint64{1, 4096} {
 		c := messy(5, rate, 6000)
-		recs := fileOrder(c)
-		pre := NewPrescan()
-		for i := range recs {
-			pre.Observe(&recs[i])
-		}
-		bare := *c
-		bare.Allocs, bare.Frees, bare.FreeOrder = nil, nil, nil
+		recs, pre, bare := asFile(c)
 		loaded := newReplayer(c, Options{})
 		n := loaded.ev.len()
 		for _, k := range []int{1, 7, n / 3, n/3 + 1, n / 2, n - 1, n} {
 			for loaded.next < k {
 				loaded.step()
 			}
-			s := newStreamer(&bare, pre, Start(c))
+			s := newStreamer(bare, pre, Start(c))
 			s.stop = k
 			for i := range recs {
 				if rec := recs[i]; !s.read(&rec) {
