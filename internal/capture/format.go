@@ -7,7 +7,8 @@ import (
 	"math"
 )
 
-// The file format is defined in docs/capture-format.md; this file is its
+// The file format is defined in docs/capture-format.md; this file (framing
+// and field encodings) and records.go (record bodies) are its
 // implementation and must change together with it.
 
 // Magic is the first 8 bytes of every capture file.
