@@ -28,9 +28,9 @@ func RunOf(path string, c *capture.Capture) Run { return Run{Path: path, Command
 
 // A Format is one output of heaplens diff.
 type Format struct {
-	Name, Usage string
-	OneView     bool // compares one view only (leaks unless one is named)
-	Write       func(w io.Writer, in *Input) error
+	Name    string
+	OneView bool // compares one view only (leaks unless one is named)
+	Write   func(w io.Writer, in *Input) error
 }
 
 // Input is what a Format writes: per view compared, both runs' results
@@ -44,13 +44,13 @@ type Input struct {
 
 // Formats lists every output once, in the order help shows them.
 var Formats = []Format{
-	{Name: "text", Usage: "the sites that changed, for people", Write: func(w io.Writer, in *Input) error {
+	{Name: "text", Write: func(w io.Writer, in *Input) error {
 		return Text(w, in.Base, in.New, in.Compared, TextOptions{Top: in.Top})
 	}},
-	{Name: "json", Usage: "every site of every view", Write: func(w io.Writer, in *Input) error {
+	{Name: "json", Write: func(w io.Writer, in *Input) error {
 		return JSON(w, in.Base, in.New, in.Compared)
 	}},
-	{Name: "pprof", Usage: "NEW minus BASE, as go tool pprof -diff_base computes it", OneView: true, Write: func(w io.Writer, in *Input) error {
+	{Name: "pprof", OneView: true, Write: func(w io.Writer, in *Input) error {
 		r := in.Results[0]
 		return PProf(w, Side{r[0].Capture, r[0].Allocs(), r[0].Profile}, Side{r[1].Capture, r[1].Allocs(), r[1].Profile})
 	}},

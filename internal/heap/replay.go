@@ -246,10 +246,9 @@ func newHeapState(c *capture.Capture, streams []uint32, last []int64, mixed bool
 	return h
 }
 
-// apply applies the next event, at time t, of stream si: a free, or an
-// allocation of size bytes by the hooked function fn. old is the live
-// block the event ends, nil if none.
-func (h *heapState) apply(t int64, si uint32, free bool, old *endedAlloc, size uint64, fn uint8) {
+// apply applies the next event, at time t, of stream si: a free, or the
+// allocation a. old is the live block the event ends, nil if none.
+func (h *heapState) apply(t int64, si uint32, free bool, old *endedAlloc, a endedAlloc) {
 	h.endUntil(t - 1) // a stream's last records share its End's time
 	h.next++
 	if old == nil && free {
@@ -260,22 +259,22 @@ func (h *heapState) apply(t int64, si uint32, free bool, old *endedAlloc, size u
 		// A free, or an allocation at the address of a live block whose
 		// free was lost. Its bytes are computed as when it was added, so
 		// the sums cancel exactly.
-		h.add(si, old.size, old.fn, -1)
+		h.add(si, *old, -1)
 		if free {
 			return
 		}
 		h.lost++
 	}
-	h.add(si, size, fn, 1)
+	h.add(si, a, 1)
 }
 
 // add adds sign × the estimated bytes of a block to the sums.
-func (h *heapState) add(si uint32, size uint64, fn uint8, sign float64) {
-	b := sign * h.w.weight(size) * float64(size)
+func (h *heapState) add(si uint32, a endedAlloc, sign float64) {
+	b := sign * h.w.weight(a.size) * float64(a.size)
 	h.total += b
 	h.perStream[si] += b
 	if h.mixed {
-		k := kindIndex(fn)
+		k := kindIndex(a.fn)
 		h.byKind[k] += b
 		h.perStreamKind[si][k] += b
 	}
@@ -364,7 +363,7 @@ func kindIndex(f uint8) int {
 	return 0
 }
 
-// endedAlloc is what the replay reads of an allocation an event ends.
+// endedAlloc is what the replay reads of an allocation.
 type endedAlloc struct {
 	size uint64
 	fn   uint8
@@ -403,13 +402,11 @@ func (r *replayer) step() {
 	if r.ended[k] != 0 {
 		old = &r.gathered[k-r.gatheredAt]
 	}
-	var size uint64
-	var fn uint8
+	var a endedAlloc
 	if e.rec >= 0 {
-		a := &r.c.Allocs[e.rec]
-		size, fn = a.Size, a.Func
+		a = endedAlloc{r.c.Allocs[e.rec].Size, r.c.Allocs[e.rec].Func}
 	}
-	r.apply(e.time(r.c), e.si, e.rec < 0, old, size, fn)
+	r.apply(e.time(r.c), e.si, e.rec < 0, old, a)
 }
 
 // Live is the "live" view: the sampled allocations live at time at

@@ -393,7 +393,7 @@ func (r *streamer) apply(e *sevent) {
 			r.fold.add(b.cell, -1, b.size)
 		}
 	}
-	r.heapState.apply(t, e.si, e.free, old, e.b.size, e.b.fn)
+	r.heapState.apply(t, e.si, e.free, old, endedAlloc{e.b.size, e.b.fn})
 	switch {
 	case e.free && ok:
 		r.live.remove(i)
