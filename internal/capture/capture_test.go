@@ -57,7 +57,7 @@ func full() []any {
 // write writes one record of any type.
 func write(t testing.TB, w *Writer, r any) {
 	t.Helper()
-	if err := w.Write(recordOf(r)); err != nil {
+	if err := w.WriteRecord(recordOf(r)); err != nil {
 		t.Fatalf("writing %T: %v", r, err)
 	}
 }

@@ -158,8 +158,8 @@ func (w *Writer) record(t RecordType) error {
 	return nil
 }
 
-// Write writes a record of any type: the field of r.Type.
-func (w *Writer) Write(r *Record) error {
+// WriteRecord writes a record of any type: the field of r.Type.
+func (w *Writer) WriteRecord(r *Record) error {
 	if !r.Type.known() {
 		return fmt.Errorf("capture: writing a record of unknown %v", r.Type)
 	}
