@@ -43,11 +43,21 @@ var recordTypes = [...]struct {
 	RecEnd: {"End", func(r *Record) body { return field(&r.End) }, func(a *assembler, r *Record) {
 		putOnce(a.c, a.c.Ends, r.End.Stream, r.End)
 	}},
-	RecRSS:    {"RSS", func(r *Record) body { return &r.RSS }, func(a *assembler, r *Record) { a.c.RSS = append(a.c.RSS, r.RSS) }},
-	RecOrigin: {"Origin", func(r *Record) body { return &r.Origin }, func(a *assembler, r *Record) { a.c.Origins = append(a.c.Origins, r.Origin) }},
-	RecNote:   {"Note", func(r *Record) body { return field(&r.Note) }, func(a *assembler, r *Record) { a.c.Notes = append(a.c.Notes, r.Note) }},
-	RecMark:   {"Mark", func(r *Record) body { return &r.Mark }, func(a *assembler, r *Record) { a.c.Marks = append(a.c.Marks, r.Mark) }},
-	RecMalloc: {"Malloc", func(r *Record) body { return &r.Malloc }, func(a *assembler, r *Record) { a.c.Mallocs = append(a.c.Mallocs, r.Malloc) }},
+	RecRSS: {"RSS", func(r *Record) body { return &r.RSS }, func(a *assembler, r *Record) {
+		a.c.RSS = append(a.c.RSS, r.RSS)
+	}},
+	RecOrigin: {"Origin", func(r *Record) body { return &r.Origin }, func(a *assembler, r *Record) {
+		a.c.Origins = append(a.c.Origins, r.Origin)
+	}},
+	RecNote: {"Note", func(r *Record) body { return field(&r.Note) }, func(a *assembler, r *Record) {
+		a.c.Notes = append(a.c.Notes, r.Note)
+	}},
+	RecMark: {"Mark", func(r *Record) body { return &r.Mark }, func(a *assembler, r *Record) {
+		a.c.Marks = append(a.c.Marks, r.Mark)
+	}},
+	RecMalloc: {"Malloc", func(r *Record) body { return &r.Malloc }, func(a *assembler, r *Record) {
+		a.c.Mallocs = append(a.c.Mallocs, r.Malloc)
+	}},
 	RecResident: {"Resident", func(r *Record) body { return &r.Resident }, func(a *assembler, r *Record) {
 		a.c.Residents = append(a.c.Residents, r.Resident)
 	}},
