@@ -73,7 +73,7 @@ static int64_t next_agent_check; /* CLOCK_MONOTONIC ns */
 static void take_settings(void)
 {
 	uint64_t rate = RELAXED(CTL.rate), size = RELAXED(CTL.ring_size), flags = RELAXED(CTL.flags);
-	g.rate = rate >= 1 && rate <= MAX_RATE ? rate : 512 << 10;
+	g.rate = rate >= 1 && rate <= MAX_RATE ? rate : HL_DEFAULT_RATE;
 	g.inv_log_keep = g.rate > 1 ? -1.0 / log1p(-1.0 / (double)g.rate) : 0;
 	g.want_size = size >= MIN_RING && size <= MAX_RING && !(size & (size - 1)) ? size : DEFAULT_RING;
 	g.seed = RELAXED(CTL.seed);
@@ -229,7 +229,7 @@ __attribute__((constructor)) static void heaplens_attach_load(void)
 		tls.busy--;
 		return;
 	}
-	g.rate = 512 << 10;
+	g.rate = HL_DEFAULT_RATE;
 	find_loader();
 	g.find_object = (int (*)(void *, struct dl_find_object *))dlsym(RTLD_DEFAULT, "_dl_find_object");
 	find_allocator();
