@@ -105,7 +105,7 @@ test-cpython: deps bin/heaplens
 # glibc), the library, and the Python package with the pytest plugin
 # (docs/pytest.md).
 PYPKG = python/heaplens
-wheel: $(SO) bin/heaplens-arm64
+wheel: $(SO) $(ATTACH_SO) bin/heaplens-arm64
 	rm -rf $(PYPKG)/_bin $(PYPKG)/_lib && mkdir -p $(PYPKG)/_bin $(PYPKG)/_lib
 	CGO_ENABLED=0 $(GO) build -ldflags=-E=github.com/heaplens/heaplens/internal/sigstart.entry -o $(PYPKG)/_bin/heaplens ./cmd/heaplens
 	cp $(SO) $(PYPKG)/_lib/
