@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 	"github.com/heaplens/heaplens/internal/inject"
 	"github.com/heaplens/heaplens/internal/procmaps"
 	"github.com/heaplens/heaplens/internal/ring"
+	"golang.org/x/sys/unix"
 )
 
 // Settings are a session's.
@@ -30,6 +32,13 @@ type Settings struct {
 	RingSize uint64 // 0: the library's default
 	NoPython bool
 	NoFollow bool
+	// Heartbeat: heaplens is not in the process's PID namespace, where its
+	// pid means nothing; the library learns that heaplens lives from the
+	// time Session.Beat writes (every quarter second at least).
+	Heartbeat bool
+	// ClockOffset is the process's CLOCK_MONOTONIC less heaplens's (a time
+	// namespace's offset), for Beat.
+	ClockOffset time.Duration
 }
 
 // Session is one attach session: in the process attached to and in the
@@ -37,11 +46,15 @@ type Settings struct {
 type Session struct {
 	PID    int
 	Number uint64
-	Inject *inject.Result // nil when the library was loaded already
-	Routed int            // GOT entries routed in the process at the start
+	// Library is the path of the library as the process loaded it (by this
+	// session or an earlier one).
+	Library string
+	Inject  *inject.Result // nil when the library was loaded already
+	Routed  int            // GOT entries routed in the process at the start
 
 	ctl   uint64 // heaplens_control's address (the same in fork children)
 	hooks []gotpatch.Hook
+	beat  time.Duration // Settings.ClockOffset, when Settings.Heartbeat
 	procs map[int]*gotpatch.Patcher
 }
 
@@ -58,7 +71,7 @@ func Start(pid int, lib string, set Settings, slow func(string)) (*Session, erro
 	if err := Check(pid); err != nil {
 		return nil, err
 	}
-	s := &Session{PID: pid, procs: map[int]*gotpatch.Patcher{}}
+	s := &Session{PID: pid, procs: map[int]*gotpatch.Patcher{}, beat: noBeat}
 	mod, err := findLibrary(pid, lib)
 	if err != nil {
 		return nil, err
@@ -74,6 +87,7 @@ func Start(pid int, lib string, set Settings, slow func(string)) (*Session, erro
 			return nil, err
 		}
 	}
+	s.Library = strings.TrimSuffix(mod.Path, " (deleted)")
 	f, err := mod.Open(pid)
 	if err != nil {
 		return nil, fmt.Errorf("attach: %w", err)
@@ -107,6 +121,12 @@ func Start(pid int, lib string, set Settings, slow func(string)) (*Session, erro
 		}
 	}
 	s.Number = max(c.start, c.ended, c.session) + 1
+	if set.Heartbeat {
+		s.beat = set.ClockOffset
+		if err := put(mem, s.ctl+ring.CtlAlive, s.now()); err != nil {
+			return nil, err
+		}
+	}
 	if err := writeSettings(mem, s.ctl, set); err != nil {
 		return nil, err
 	}
@@ -156,6 +176,31 @@ func (s *Session) Follow(pids []int) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Beat tells the library in every process of the session that heaplens
+// lives, when the session has a heartbeat (Settings.Heartbeat).
+func (s *Session) Beat() {
+	if s.Number == 0 || s.beat == noBeat {
+		return
+	}
+	now := s.now()
+	for pid := range s.procs {
+		if mem, err := procmaps.OpenMem(pid, true); err == nil {
+			put(mem, s.ctl+ring.CtlAlive, now)
+			mem.Close()
+		}
+	}
+}
+
+// noBeat marks a session without a heartbeat (no time namespace is that far off).
+const noBeat = time.Duration(math.MinInt64)
+
+// now is CLOCK_MONOTONIC as the process reads it.
+func (s *Session) now() uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano() + int64(s.beat))
 }
 
 // Stop ends the session in every process of it: the library is told to
@@ -338,6 +383,9 @@ func writeSettings(mem *procmaps.Mem, ctl uint64, set Settings) error {
 	}
 	if set.NoFollow {
 		flags |= ring.CtlNoFollow
+	}
+	if set.Heartbeat {
+		flags |= ring.CtlHeartbeat
 	}
 	le.PutUint64(b[ring.CtlFlags-ring.CtlAgentPID:], flags)
 	if err := mem.WriteAt(b, ctl+ring.CtlAgentPID); err != nil {

@@ -145,6 +145,9 @@ func appendMeta(b []byte, m *Meta) []byte {
 	b = appendString(b, m.Host)
 	if m.AttachedPID != 0 {
 		b = binary.AppendVarint(b, int64(m.AttachedPID))
+		if m.AttachedNSPID != 0 {
+			b = binary.AppendVarint(b, int64(m.AttachedNSPID))
+		}
 	}
 	return b
 }
@@ -442,6 +445,9 @@ func decodeMeta(b []byte, m *Meta) error {
 	m.Host = d.string()
 	if len(d.b) > 0 { // heaplens attach
 		m.AttachedPID = d.int()
+		if len(d.b) > 0 { // in another PID namespace
+			m.AttachedNSPID = d.int()
+		}
 	}
 	return d.err
 }

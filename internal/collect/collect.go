@@ -50,6 +50,7 @@ type Collector struct {
 	// unwindCheck: HEAPLENS_UNWIND_CHECK=1, the unwind counts of every process are reported.
 	unwindCheck bool
 	warnings    []string
+	nsNotes     int // pids translated (SetForeign)
 	// notes name processes that ran unprofiled or with less than asked for.
 	notes []string
 
@@ -57,10 +58,71 @@ type Collector struct {
 	// that have Python frames.
 	NativePythonInternals bool
 
+	// foreign, when set, reaches processes in other namespaces (SetForeign).
+	foreign Foreign
+
 	// Totals for the summary.
 	Allocs, Frees uint64
 	pyCodes       int
 }
+
+// Foreign reaches processes that run in other namespaces than heaplens
+// (internal/container).
+type Foreign interface {
+	// Path is the name under which heaplens opens a file the process names path.
+	Path(path string) string
+	// HostPID is heaplens's pid of the process's pid, 0 if it is gone.
+	HostPID(pid int) int
+}
+
+// SetForeign says that the processes run in other namespaces than heaplens
+// (heaplens attach into a container), reached through f: their files, the
+// separate debug files among them, and their pids. Call it before the
+// first Poll.
+func (c *Collector) SetForeign(f Foreign) {
+	c.foreign = f
+	roots := symbolize.DebugRoots
+	c.syms.DebugRoots = make([]string, len(roots))
+	for i, r := range roots {
+		c.syms.DebugRoots[i] = f.Path(r)
+	}
+}
+
+// file is the name under which the agent opens a process's file.
+func (c *Collector) file(path string) string {
+	if c.foreign == nil {
+		return path
+	}
+	return c.foreign.Path(path)
+}
+
+// translate gives a stream of a process in another PID namespace the
+// pids heaplens sees (those of every record and report, and those heaplens
+// reaches the process by), and notes its own for the reports.
+func (c *Collector) translate(s *stream) {
+	if c.foreign == nil {
+		return
+	}
+	s.nspid = s.hdr.PID
+	h := c.foreign.HostPID(s.hdr.PID)
+	if h == s.hdr.PID {
+		return
+	}
+	if h == 0 {
+		s.gone = true // ended before its ring was found: its pid stays its own
+		return
+	}
+	s.hdr.PID = h
+	if s.hdr.PPID > 0 {
+		s.hdr.PPID = c.foreign.HostPID(s.hdr.PPID) // 0: outside the namespace, or gone
+	}
+	if c.nsNotes++; c.nsNotes <= maxNSNotes && c.w != nil {
+		c.w.Note(&capture.Note{Stream: s.id, Text: fmt.Sprintf("pid %d is pid %d in its own PID namespace (a container's)", h, s.nspid)})
+	}
+}
+
+// maxNSNotes bounds the notes of pids translated (a fork storm makes hundreds).
+const maxNSNotes = 16
 
 type symKey struct {
 	path  string
@@ -90,6 +152,8 @@ type stream struct {
 	refs    []refSlot // by the slot of a STACK record's ref
 	badRefs uint64    // ALLOCs naming a ref no STACK record defined
 
+	nspid      int       // with SetForeign, its pid in its own PID namespace (hdr.PID is heaplens's)
+	gone       bool      // with SetForeign, it ended before its pid could be translated
 	exitMark   *uint64   // the status the process passed to exit(), if it did
 	highWater  uint64    // the kernel's high-water mark of its RSS: its exit mark, or the agent's last reading
 	announced  bool      // its Process record is written
@@ -256,7 +320,7 @@ func (c *Collector) Poll(final bool) error {
 	wasAlive := make(map[*stream]bool, len(c.order))
 	for _, s := range c.order {
 		if !s.ended {
-			wasAlive[s] = c.awaited[s.hdr.PID] || processAlive(s.hdr.PID)
+			wasAlive[s] = c.awaited[s.hdr.PID] || s.alive()
 		}
 	}
 	if err := c.discover(); err != nil {
@@ -279,7 +343,7 @@ func (c *Collector) Poll(final bool) error {
 		}
 		alive, known := wasAlive[s]
 		if !known {
-			alive = c.awaited[s.hdr.PID] || processAlive(s.hdr.PID)
+			alive = c.awaited[s.hdr.PID] || s.alive()
 		}
 		if !final && alive && !s.r.InitDone() {
 			continue // wait for the module list, so early samples symbolize
@@ -390,6 +454,7 @@ func (c *Collector) discover() error {
 	})
 	for _, s := range fresh {
 		s.id = uint32(len(c.order) + 1)
+		c.translate(s)
 		c.streams[s.name] = s
 		c.order = append(c.order, s)
 	}
@@ -410,7 +475,7 @@ func (c *Collector) announce(s *stream) error {
 		s.py = &pyStream{eval: p.EvalAddr,
 			codes: map[codeKey]*pyCode{}, locs: map[pyLocKey]uint64{}, native: map[uint64]stack.Class{}}
 	}
-	if definesMalloc(h.Exe) {
+	if definesMalloc(c.file(h.Exe)) {
 		c.warn("pid %d (%s): the executable defines its own malloc, which comes before heaplens's: its heap allocations are not seen, "+
 			"only its mappings (docs/allocators.md)", h.PID, command(h))
 	}
@@ -425,7 +490,13 @@ func (c *Collector) announce(s *stream) error {
 	return nil
 }
 
+// alive reports whether the stream's process runs.
+func (s *stream) alive() bool { return !s.gone && processAlive(s.hdr.PID) }
+
 func processAlive(pid int) bool {
+	if pid <= 0 {
+		return false // kill(0, 0) would ask about heaplens's process group
+	}
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
@@ -522,7 +593,7 @@ func (c *Collector) module(s *stream, rec *ring.Record) error {
 			break
 		}
 	}
-	if f, err := c.syms.File(rec.Path); err == nil {
+	if f, err := c.syms.File(c.file(rec.Path)); err == nil {
 		m.file = f
 		mp.BuildID = f.BuildID()
 	}
@@ -660,7 +731,7 @@ func (c *Collector) end(s *stream, replaced bool) error {
 		e.MaxRSS = c.maxRSS
 	}
 	e.TimeNano = monoNow()
-	if detached, at := s.r.Detached(); s.hdr.Attached && !e.Known && !e.Exec && (detached || processAlive(s.hdr.PID)) {
+	if detached, at := s.r.Detached(); s.hdr.Attached && !e.Known && !e.Exec && (detached || s.alive()) {
 		e.Detached = true
 		if detached && at > s.hdr.StartMonoNano && at < e.TimeNano {
 			e.TimeNano = at // when the session ended, not when the agent wrote it down

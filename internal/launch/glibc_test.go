@@ -18,7 +18,7 @@ func TestLibraryNeedsGlibc217(t *testing.T) {
 	for _, l := range []struct {
 		name string
 		b    []byte
-	}{{"libheaplens.so", library}, {"libheaplens-attach.so", attachLibrary}} {
+	}{{"libheaplens.so", library}, {"libheaplens-attach.so", attachLibraryBytes}} {
 		if len(l.b) == 0 {
 			t.Errorf("!!! %s is not embedded: build it with make first (make test does); its glibc versions are NOT checked", l.name)
 			continue

@@ -28,8 +28,8 @@ import (
 var libDir embed.FS
 
 var (
-	library, _       = fs.ReadFile(libDir, "lib/libheaplens.so")
-	attachLibrary, _ = fs.ReadFile(libDir, "lib/libheaplens-attach.so")
+	library, _            = fs.ReadFile(libDir, "lib/libheaplens.so")
+	attachLibraryBytes, _ = fs.ReadFile(libDir, "lib/libheaplens-attach.so")
 )
 
 // ErrNoLibrary means this binary was built without the preload library.
@@ -62,7 +62,7 @@ func libraryBytes() []byte {
 
 // AttachLibraryPath is LibraryPath for libheaplens-attach.so, the build of
 // the library that heaplens attach loads into a running process.
-func AttachLibraryPath() (string, error) { return extract(attachLibrary, "libheaplens-attach-") }
+func AttachLibraryPath() (string, error) { return extract(attachLibraryBytes, "libheaplens-attach-") }
 
 func extract(library []byte, prefix string) (string, error) {
 	if len(library) == 0 {
