@@ -306,6 +306,13 @@ func stormSession(t *testing.T, rate string, args ...string) (capPath string, pi
 // runs as it would; the children forked meanwhile are profiled too.
 func TestAttachForkStorm(t *testing.T) {
 	capPath, pid := stormSession(t, "1", "fork", "1500")
+	checkStormChildren(t, capPath, pid)
+}
+
+// checkStormChildren checks a --rate 1 capture of attachstorm fork: each
+// child pid forked and ended while attached recorded its 10 blocks.
+func checkStormChildren(t *testing.T, capPath string, pid int) {
+	t.Helper()
 	c, err := capture.Load(capPath)
 	if err != nil {
 		t.Fatal(err)
@@ -348,6 +355,13 @@ func TestAttachForkStorm(t *testing.T) {
 // charged to the code that opened the region.
 func TestAttachOpenMP(t *testing.T) {
 	capPath, _ := stormSession(t, "64KiB", "omp", "200")
+	checkRegionsAttached(t, capPath)
+}
+
+// checkRegionsAttached checks a capture of attachstorm omp: the regions'
+// allocations are seen, the workers' charged to the region's opener.
+func checkRegionsAttached(t *testing.T, capPath string) {
+	t.Helper()
 	allocs := report(t, capPath, "allocs")
 	if s := allocs.stacksWith("region._omp_fn"); len(s) == 0 {
 		t.Error("no allocation of the OpenMP regions was seen while attached")

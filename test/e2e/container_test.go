@@ -1,0 +1,282 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heaplens/heaplens/internal/capture"
+	"github.com/heaplens/heaplens/internal/symbolize"
+	"github.com/heaplens/heaplens/test/testenv"
+)
+
+// ctr is a program in a container as Docker makes one: its own mount and
+// PID namespace, the Debian 11 root of make oldroot (glibc 2.31,
+// python3.9: none of its files is the host's) as its root file system, a
+// fresh /proc and tmpfs /dev/shm, and a directory of the test's as its
+// /tmp (so that the test sees what is left there).
+type ctr struct {
+	*target
+	root string // its root file system, on the host
+	tmp  string // its /tmp, on the host
+	host int    // its pid as the host sees it
+	ns   int    // its pid in its own namespace
+}
+
+// containerScript mounts the container's file systems in the mount
+// namespace unshare made, then enters its root: $0 the root, $1 the /tmp
+// to bind, then the command.
+const containerScript = `r=$0; t=$1; shift; mount --bind "$t" "$r/tmp" && mount -t proc proc "$r/proc" && ` +
+	`mount -t tmpfs -o mode=1777 tmpfs "$r/dev/shm" && exec chroot "$r" "$@"`
+
+// oldRootContainer returns the Debian 11 root, failing loudly when it is
+// missing (testenv.OldRoot).
+func oldRootContainer(t *testing.T) (testenv.Chroot, bool) {
+	t.Helper()
+	r, ok := testenv.OldRoot(t)
+	if ok {
+		if _, err := os.Stat(filepath.Join(r.Dir, "usr/bin/python3.9")); err != nil {
+			testenv.Missing(t, "no python3.9 in %s: the container tests do NOT run", r.Dir)
+			return r, false
+		}
+	}
+	return r, ok
+}
+
+// startContainer runs args (paths of the container) in a new container
+// whose /tmp is tmp (log, if set, is a file there the workload logs its
+// leaks in), and waits until its program runs.
+func startContainer(t *testing.T, r testenv.Chroot, tmp, log string, args ...string) *ctr {
+	t.Helper()
+	ua := append([]string{"--mount", "--pid", "--fork", "--propagation", "private", "sh", "-c", containerScript, r.Dir, tmp}, args...)
+	c := &ctr{target: startTarget(t, log, "unshare", ua...), root: r.Dir, tmp: tmp}
+	t.Cleanup(func() {
+		if c.running() {
+			c.cmd.Process.Kill()
+		}
+	})
+	// The program is unshare's child once sh has exec'd chroot and it the program.
+	want := filepath.Base(args[0])
+	waitFor(t, "the container's program to start", func() bool {
+		kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", c.pid(), c.pid()))
+		f := strings.Fields(string(kids))
+		if len(f) != 1 {
+			return false
+		}
+		c.host, _ = strconv.Atoi(f[0])
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", c.host))
+		return strings.HasPrefix(filepath.Base(exe), want)
+	})
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.host))
+	if m := regexp.MustCompile(`NSpid:\s+\d+\s+(\d+)`).FindSubmatch(status); err == nil && m != nil {
+		c.ns, _ = strconv.Atoi(string(m[1]))
+	} else {
+		t.Fatalf("pid %d: no NSpid of another namespace in its status (%v)", c.host, err)
+	}
+	if log != "" {
+		c.waitLog(t)
+	}
+	return c
+}
+
+// leftovers lists what of heaplens's is in the container's /tmp and /dev/shm.
+func (c *ctr) leftovers(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, d := range []string{c.tmp, fmt.Sprintf("/proc/%d/root/dev/shm", c.host)} {
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			t.Fatalf("the container's %s: %v", d, err)
+		}
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "heaplens") {
+				out = append(out, filepath.Join(d, e.Name()))
+			}
+		}
+	}
+	return out
+}
+
+// containerTwins starts pyserver.py in two containers, one to run
+// undisturbed and one to attach to.
+func containerTwins(t *testing.T, r testenv.Chroot, seconds string) (bare, tg *ctr) {
+	t.Helper()
+	script, err := os.ReadFile(filepath.Join(root, "test", "workloads", "pyserver.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cs [2]*ctr
+	for i := range cs {
+		tmp := t.TempDir()
+		if err := os.Chmod(tmp, 0o1777); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tmp, "pyserver.py"), script, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cs[i] = startContainer(t, r, tmp, filepath.Join(tmp, "log"), "/usr/bin/python3.9", "/tmp/pyserver.py", seconds, "/tmp/log")
+	}
+	return cs[0], cs[1]
+}
+
+// buildID is the GNU build ID of a file.
+func buildID(t *testing.T, path string) string {
+	t.Helper()
+	f, err := symbolize.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return f.BuildID()
+}
+
+// checkContainerFiles checks that the capture's modules are the
+// container's: named by its paths, with the build IDs of its files (its
+// python3.9 and libc 2.31, which the host does not have), and that the
+// interpreter's native frames are named from its symbols.
+func checkContainerFiles(t *testing.T, capPath, rootDir string) {
+	t.Helper()
+	c := load(t, capPath)
+	files := map[string]*capture.Mapping{}
+	for _, m := range c.Mappings {
+		files[m.File] = m
+	}
+	// The host has a libc.so.6 at that path too: its own glibc.
+	for _, want := range []string{"/usr/bin/python3.9", "/lib/x86_64-linux-gnu/libc.so.6"} {
+		m := files[want]
+		if m == nil {
+			var got []string
+			for f := range files {
+				got = append(got, f)
+			}
+			t.Errorf("%s: no mapping of the container's %s; mappings: %v", capPath, want, got)
+			continue
+		}
+		if id := buildID(t, filepath.Join(rootDir, want)); m.BuildID != id {
+			t.Errorf("%s: %s has build ID %q, the container's file %q", capPath, want, m.BuildID, id)
+		}
+		if _, err := os.Stat(want); err == nil && buildID(t, want) == m.BuildID {
+			t.Errorf("%s: %s has the build ID of the host's file of that name", capPath, want)
+		}
+	}
+	named := 0
+	for _, l := range c.Locations {
+		if m := c.Mappings[l.MappingID]; m != nil && m.File == "/usr/bin/python3.9" && len(l.Lines) > 0 && strings.HasPrefix(l.Lines[0].Function, "Py") {
+			named++
+		}
+	}
+	if named == 0 {
+		t.Errorf("%s: no native frame of the container's python3.9 named from its symbols (Py…)", capPath)
+	}
+}
+
+// TestAttachContainer: a Python service in a container (its own mount and
+// PID namespace and root file system) is attached to from the host for
+// 4 s, then from a sidecar (its PID namespace, the host's files) twice;
+// each session finds the leak at its site, with the container's file
+// paths and its interpreter's symbols, and pids of both namespaces. Then
+// heaplens is SIGKILLed while attached: the service runs on and nothing of
+// heaplens's stays in its /tmp or /dev/shm; 20 attach/detach cycles follow;
+// the service prints and exits exactly as an undisturbed twin.
+func TestAttachContainer(t *testing.T) {
+	r, ok := oldRootContainer(t)
+	if !ok {
+		return
+	}
+	hl := heaplensBin(t)
+	dir := t.TempDir()
+	bare, tg := containerTwins(t, r, "30")
+	pid := strconv.Itoa(tg.host)
+
+	t.Run("host", func(t *testing.T) {
+		capPath := filepath.Join(dir, "host.hlc")
+		res := run(t, time.Minute, hl, "attach", pid, "--duration", "4s", "--native-python-internals", "-o", capPath)
+		if res.code != 0 {
+			t.Fatalf("attach: exit %d\n%s", res.code, res.stderr)
+		}
+		where := fmt.Sprintf("attached to pid %d in another mount and PID namespace (a container), pid %d there", tg.host, tg.ns)
+		window := fmt.Sprintf("to pid %d (pid %d in its own PID namespace)", tg.host, tg.ns)
+		if !strings.Contains(res.stderr, where) || !strings.Contains(res.stderr, window) {
+			t.Errorf("attach's output names not both pids (%q, %q):\n%s", where, window, res.stderr)
+		}
+		if c := load(t, capPath); c.Meta.AttachedNSPID != tg.ns {
+			t.Errorf("Meta.AttachedNSPID %d, want %d", c.Meta.AttachedNSPID, tg.ns)
+		}
+		checkLeakFound(t, capPath, tg.host, tg.log, 512<<10)
+		checkContainerFiles(t, capPath, r.Dir)
+		if txt := reportText(t, capPath); !strings.Contains(txt, "leak_slowly (/tmp/pyserver.py:") {
+			t.Errorf("the leak is not reported at the container's path of the script:\n%.2000s", txt)
+		}
+	})
+	if left := tg.leftovers(t); len(left) > 0 {
+		t.Errorf("after a detach, heaplens left %v in the container", left)
+	}
+
+	t.Run("sidecar", func(t *testing.T) {
+		// A sidecar: in the container's PID namespace, with a mount
+		// namespace of its own (the host's files), where its /proc shows
+		// the container's pids.
+		for i := 0; i < 2; i++ {
+			capPath := filepath.Join(dir, fmt.Sprintf("sidecar-%d.hlc", i))
+			res := run(t, time.Minute, "nsenter", "-t", pid, "--pid", "--", "unshare", "--mount", "--fork", "--propagation", "private",
+				"sh", "-c", `mount -t proc proc /proc && exec "$0" "$@"`, hl, "attach", strconv.Itoa(tg.ns), "--duration", "2s", "-o", capPath, "-q")
+			if res.code != 0 {
+				t.Fatalf("attach from the sidecar: exit %d\n%s", res.code, res.stderr)
+			}
+			checkLeakFound(t, capPath, tg.ns, tg.log, 512<<10)
+			checkContainerFiles(t, capPath, r.Dir)
+		}
+	})
+
+	t.Run("sigkill", func(t *testing.T) {
+		cmd := exec.Command(hl, "attach", pid, "-o", filepath.Join(dir, "killed.hlc"), "-q")
+		var stderr syncBuffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the attach", func() bool { return strings.Contains(stderr.String(), "attached to pid") })
+		time.Sleep(500 * time.Millisecond)
+		if left := tg.leftovers(t); len(left) != 1 || !strings.Contains(left[0], "/dev/shm/heaplens-") {
+			t.Errorf("while attached, the container holds %v of heaplens's; want its session directory in /dev/shm alone", left)
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		// The library misses the agent's heartbeat within 5 s, ends the
+		// session at a hook's next call and removes its ring and directory.
+		deadline := time.Now().Add(20 * time.Second)
+		for len(tg.leftovers(t)) > 0 && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if left := tg.leftovers(t); len(left) > 0 {
+			t.Errorf("20 s after heaplens was killed, the container holds %v", left)
+		}
+		if !tg.running() {
+			t.Fatalf("the service ended with heaplens: %+v", tg.res)
+		}
+	})
+
+	t.Run("cycles", func(t *testing.T) {
+		for i := 0; i < 20; i++ {
+			capPath := filepath.Join(dir, fmt.Sprintf("cycle-%d.hlc", i))
+			res := run(t, time.Minute, hl, "attach", pid, "--rate", "1", "--duration", "300ms", "-o", capPath, "-q")
+			if res.code != 0 {
+				t.Fatalf("cycle %d: exit %d\n%s", i, res.code, res.stderr)
+			}
+			checkLeakFound(t, capPath, tg.host, tg.log, 1)
+		}
+		if left := tg.leftovers(t); len(left) > 0 {
+			t.Errorf("after 20 cycles, the container holds %v", left)
+		}
+	})
+	if !tg.running() {
+		t.Fatalf("the service ended before the sessions did; make it run longer: %+v", tg.res)
+	}
+	sameAsBare(t, bare.target, tg.target)
+}
