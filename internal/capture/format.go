@@ -145,8 +145,8 @@ func appendMeta(b []byte, m *Meta) []byte {
 	b = appendString(b, m.Host)
 	if m.AttachedPID != 0 {
 		b = binary.AppendVarint(b, int64(m.AttachedPID))
-		if m.AttachedNSPID != 0 {
-			b = binary.AppendVarint(b, int64(m.AttachedNSPID))
+		if m.AttachedHostPID != 0 {
+			b = binary.AppendVarint(b, int64(m.AttachedHostPID))
 		}
 	}
 	return b
@@ -446,7 +446,7 @@ func decodeMeta(b []byte, m *Meta) error {
 	if len(d.b) > 0 { // heaplens attach
 		m.AttachedPID = d.int()
 		if len(d.b) > 0 { // in another PID namespace
-			m.AttachedNSPID = d.int()
+			m.AttachedHostPID = d.int()
 		}
 	}
 	return d.err

@@ -17,9 +17,10 @@ type Meta struct {
 	// AttachedPID is the process heaplens attach profiled, 0 for heaplens
 	// run. Its streams begin at the attach and end at the detach.
 	AttachedPID int
-	// AttachedNSPID is AttachedPID in the process's own PID namespace when
-	// that is not heaplens's (a container), else 0.
-	AttachedNSPID int
+	// AttachedHostPID is, when the process runs in another PID namespace
+	// than heaplens (a container), its pid in heaplens's; AttachedPID and
+	// every other pid of the capture are then those of its namespace.
+	AttachedHostPID int
 }
 
 // Process is one stream: one process image that loaded the library. An exec

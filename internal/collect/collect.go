@@ -71,7 +71,7 @@ type Collector struct {
 type Foreign interface {
 	// Path is the name under which heaplens opens a file the process names path.
 	Path(path string) string
-	// HostPID is heaplens's pid of the process's pid, 0 if it is gone.
+	// HostPID is heaplens's pid of the process's own pid, 0 if it is gone.
 	HostPID(pid int) int
 }
 
@@ -96,28 +96,21 @@ func (c *Collector) file(path string) string {
 	return c.foreign.Path(path)
 }
 
-// translate gives a stream of a process in another PID namespace the
-// pids heaplens sees (those of every record and report, and those heaplens
-// reaches the process by), and notes its own for the reports.
+// translate finds the pid by which heaplens reaches the stream's process.
+// The pids of the records and reports stay the process's own, which are
+// always known: those of its PID namespace, like its paths those of its
+// mount namespace; a note gives heaplens's pid beside them.
 func (c *Collector) translate(s *stream) {
 	if c.foreign == nil {
 		return
 	}
-	s.nspid = s.hdr.PID
-	h := c.foreign.HostPID(s.hdr.PID)
-	if h == s.hdr.PID {
+	// 0 when it ended before its ring was found (a fork storm's children).
+	s.host = c.foreign.HostPID(s.hdr.PID)
+	if s.host == s.hdr.PID || s.host == 0 {
 		return
-	}
-	if h == 0 {
-		s.gone = true // ended before its ring was found: its pid stays its own
-		return
-	}
-	s.hdr.PID = h
-	if s.hdr.PPID > 0 {
-		s.hdr.PPID = c.foreign.HostPID(s.hdr.PPID) // 0: outside the namespace, or gone
 	}
 	if c.nsNotes++; c.nsNotes <= maxNSNotes && c.w != nil {
-		c.w.Note(&capture.Note{Stream: s.id, Text: fmt.Sprintf("pid %d is pid %d in its own PID namespace (a container's)", h, s.nspid)})
+		c.w.Note(&capture.Note{Stream: s.id, Text: fmt.Sprintf("pid %d of the process's PID namespace is pid %d in heaplens's", s.hdr.PID, s.host)})
 	}
 }
 
@@ -152,8 +145,7 @@ type stream struct {
 	refs    []refSlot // by the slot of a STACK record's ref
 	badRefs uint64    // ALLOCs naming a ref no STACK record defined
 
-	nspid      int       // with SetForeign, its pid in its own PID namespace (hdr.PID is heaplens's)
-	gone       bool      // with SetForeign, it ended before its pid could be translated
+	host       int       // heaplens's pid of the process (hdr.PID is its own); 0 if it ended before it was found
 	exitMark   *uint64   // the status the process passed to exit(), if it did
 	highWater  uint64    // the kernel's high-water mark of its RSS: its exit mark, or the agent's last reading
 	announced  bool      // its Process record is written
@@ -169,7 +161,7 @@ type stream struct {
 }
 
 func newStream(name string, r *ring.Ring, h ring.Header) *stream {
-	return &stream{name: name, r: r, hdr: h, locs: map[uint64]uint64{},
+	return &stream{name: name, r: r, hdr: h, host: h.PID, locs: map[uint64]uint64{},
 		raw: newRawCache[uint64](maxRawBytes), natives: newRawCache[*nativeStack](maxRawBytes)}
 }
 
@@ -218,12 +210,15 @@ func (c *Collector) BuildUnwindTables() {
 // Streams returns how many process images have been seen.
 func (c *Collector) Streams() int { return len(c.order) }
 
-// Live returns the pid of every stream that has not ended, by stream.
+// Live returns the pid of every stream that has not ended, by stream, as
+// heaplens reaches it (SetForeign: not the process's own).
 func (c *Collector) Live() map[uint32]int {
 	live := map[uint32]int{}
 	for _, s := range c.order {
 		if !s.ended && s.r != nil {
-			live[s.id] = s.hdr.PID
+			if s.host > 0 {
+				live[s.id] = s.host
+			}
 		}
 	}
 	return live
@@ -491,7 +486,7 @@ func (c *Collector) announce(s *stream) error {
 }
 
 // alive reports whether the stream's process runs.
-func (s *stream) alive() bool { return !s.gone && processAlive(s.hdr.PID) }
+func (s *stream) alive() bool { return s.host > 0 && processAlive(s.host) }
 
 func processAlive(pid int) bool {
 	if pid <= 0 {

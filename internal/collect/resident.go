@@ -40,7 +40,7 @@ func (c *Collector) ReadResidency() error {
 		if s.ended || s.r == nil || len(s.big) == 0 {
 			continue
 		}
-		f, err := os.Open(fmt.Sprintf("/proc/%d/pagemap", s.hdr.PID))
+		f, err := os.Open(fmt.Sprintf("/proc/%d/pagemap", s.host))
 		if err != nil {
 			continue
 		}

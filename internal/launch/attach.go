@@ -113,8 +113,8 @@ func Attach(o AttachOptions) (*AttachResult, error) {
 	}
 	defer f.Close()
 	meta := capture.Meta{HeaplensVersion: o.Version, Rate: o.Rate, Command: cmdline, AttachedPID: o.PID}
-	if tg.OtherPIDs {
-		meta.AttachedNSPID = tg.NSPID
+	if tg.OtherPIDs { // the capture's pids are the process's own (collect.Collector.SetForeign)
+		meta.AttachedPID, meta.AttachedHostPID = tg.NSPID, o.PID
 	}
 	w, err := newCapture(f, meta, o.Observer)
 	if err != nil {

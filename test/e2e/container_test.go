@@ -180,7 +180,7 @@ func checkContainerFiles(t *testing.T, capPath, rootDir string) {
 // PID namespace and root file system) is attached to from the host for
 // 4 s, then from a sidecar (its PID namespace, the host's files) twice;
 // each session finds the leak at its site, with the container's file
-// paths and its interpreter's symbols, and pids of both namespaces. Then
+// paths, pids (and the host's beside them) and interpreter's symbols. Then
 // heaplens is SIGKILLed while attached: the service runs on and nothing of
 // heaplens's stays in its /tmp or /dev/shm; 20 attach/detach cycles follow;
 // the service prints and exits exactly as an undisturbed twin.
@@ -201,14 +201,15 @@ func TestAttachContainer(t *testing.T) {
 			t.Fatalf("attach: exit %d\n%s", res.code, res.stderr)
 		}
 		where := fmt.Sprintf("attached to pid %d in another mount and PID namespace (a container), pid %d there", tg.host, tg.ns)
-		window := fmt.Sprintf("to pid %d (pid %d in its own PID namespace)", tg.host, tg.ns)
+		window := fmt.Sprintf("to pid %d of its container's PID namespace (pid %d in heaplens's)", tg.ns, tg.host)
 		if !strings.Contains(res.stderr, where) || !strings.Contains(res.stderr, window) {
 			t.Errorf("attach's output names not both pids (%q, %q):\n%s", where, window, res.stderr)
 		}
-		if c := load(t, capPath); c.Meta.AttachedNSPID != tg.ns {
-			t.Errorf("Meta.AttachedNSPID %d, want %d", c.Meta.AttachedNSPID, tg.ns)
+		// The capture's pids are the container's, as its paths are.
+		if c := load(t, capPath); c.Meta.AttachedHostPID != tg.host {
+			t.Errorf("Meta.AttachedHostPID %d, want %d", c.Meta.AttachedHostPID, tg.host)
 		}
-		checkLeakFound(t, capPath, tg.host, tg.log, 512<<10)
+		checkLeakFound(t, capPath, tg.ns, tg.log, 512<<10)
 		checkContainerFiles(t, capPath, r.Dir)
 		if txt := reportText(t, capPath); !strings.Contains(txt, "leak_slowly (/tmp/pyserver.py:") {
 			t.Errorf("the leak is not reported at the container's path of the script:\n%.2000s", txt)
@@ -269,7 +270,7 @@ func TestAttachContainer(t *testing.T) {
 			if res.code != 0 {
 				t.Fatalf("cycle %d: exit %d\n%s", i, res.code, res.stderr)
 			}
-			checkLeakFound(t, capPath, tg.host, tg.log, 1)
+			checkLeakFound(t, capPath, tg.ns, tg.log, 1)
 		}
 		if left := tg.leftovers(t); len(left) > 0 {
 			t.Errorf("after 20 cycles, the container holds %v", left)
@@ -279,4 +280,63 @@ func TestAttachContainer(t *testing.T) {
 		t.Fatalf("the service ended before the sessions did; make it run longer: %+v", tg.res)
 	}
 	sameAsBare(t, bare.target, tg.target)
+}
+
+// containerStorm builds attachstorm in the container's root (its gcc and
+// libgomp), runs it with args in two containers, attaches to one for 2 s
+// at rate a second after its start, and checks that it ran as the other.
+func containerStorm(t *testing.T, r testenv.Chroot, rate string, args ...string) (capPath string, tg *ctr) {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(root, "test", "workloads", "attachstorm.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := t.TempDir()
+	os.WriteFile(filepath.Join(build, "attachstorm.c"), src, 0o644)
+	res := run(t, 2*time.Minute, "unshare", "--mount", "--pid", "--fork", "--propagation", "private", "sh", "-c", containerScript, r.Dir, build,
+		"gcc", "-O2", "-g", "-pthread", "-fopenmp", "-o", "/tmp/attachstorm", "/tmp/attachstorm.c")
+	if res.code != 0 {
+		t.Fatalf("gcc in the container: exit %d\n%s", res.code, res.stderr)
+	}
+	bin, err := os.ReadFile(filepath.Join(build, "attachstorm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cs [2]*ctr
+	for i := range cs {
+		tmp := t.TempDir()
+		os.Chmod(tmp, 0o1777)
+		if err := os.WriteFile(filepath.Join(tmp, "attachstorm"), bin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cs[i] = startContainer(t, r, tmp, "", append([]string{"/tmp/attachstorm"}, args...)...)
+	}
+	time.Sleep(time.Second)
+	capPath = attachFor(t, t.TempDir(), cs[1].host, 2*time.Second, rate)
+	if cs[1].running() {
+		if left := cs[1].leftovers(t); len(left) > 0 {
+			t.Errorf("after the session, the container holds %v", left)
+		}
+	}
+	sameAsBare(t, cs[0].target, cs[1].target)
+	return capPath, cs[1]
+}
+
+// TestAttachContainerForkStorm: attached from the host in the middle of a
+// fork storm in a container, the program runs as it would, and the
+// children it forks meanwhile are profiled (under the container's pids); so
+// are OpenMP regions opened meanwhile (the container's libgomp).
+func TestAttachContainerForkStorm(t *testing.T) {
+	r, ok := oldRootContainer(t)
+	if !ok {
+		return
+	}
+	t.Run("fork", func(t *testing.T) {
+		capPath, tg := containerStorm(t, r, "1", "fork", "1500")
+		checkStormChildren(t, capPath, tg.ns)
+	})
+	t.Run("omp", func(t *testing.T) {
+		capPath, _ := containerStorm(t, r, "64KiB", "omp", "200")
+		checkRegionsAttached(t, capPath)
+	})
 }
