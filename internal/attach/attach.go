@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"os"
 	"strings"
 	"syscall"
@@ -39,6 +40,9 @@ type Settings struct {
 	// ClockOffset is the process's CLOCK_MONOTONIC less heaplens's (a time
 	// namespace's offset), for Beat.
 	ClockOffset time.Duration
+	// Copy, if set, is heaplens's own copy of the library, read when the
+	// process's file cannot be (placed in a container and removed).
+	Copy string
 }
 
 // Session is one attach session: in the process attached to and in the
@@ -88,7 +92,7 @@ func Start(pid int, lib string, set Settings, slow func(string)) (*Session, erro
 		}
 	}
 	s.Library = strings.TrimSuffix(mod.Path, " (deleted)")
-	f, err := mod.Open(pid)
+	f, err := openLibrary(pid, mod, set.Copy)
 	if err != nil {
 		return nil, fmt.Errorf("attach: %w", err)
 	}
@@ -258,7 +262,7 @@ func signal(mem *procmaps.Mem, ctl uint64, field, n uint64) error {
 // Detach ends the session in pid for `heaplens detach`: when its heaplens
 // runs, it is asked to (SIGINT) and its pid returned; when it is gone, the
 // session is ended here (agent 0).
-func Detach(pid int) (agent int, err error) {
+func Detach(pid int, copy string) (agent int, err error) {
 	mod, err := findAnyLibrary(pid)
 	if err != nil {
 		return 0, err
@@ -266,7 +270,7 @@ func Detach(pid int) (agent int, err error) {
 	if mod == nil {
 		return 0, fmt.Errorf("process %d is not attached to (heaplens attach never loaded its library there)", pid)
 	}
-	f, err := mod.Open(pid)
+	f, err := openLibrary(pid, mod, copy)
 	if err != nil {
 		return 0, fmt.Errorf("detach: %w", err)
 	}
@@ -300,6 +304,16 @@ func Detach(pid int) (agent int, err error) {
 	}
 	_, err = p.Restore()
 	return 0, err
+}
+
+// openLibrary opens the library's file in pid, or heaplens's copy of it
+// when that cannot be opened and has its name (which holds its hash).
+func openLibrary(pid int, mod *elfmod.Module, copy string) (*elfmod.File, error) {
+	f, err := mod.Open(pid)
+	if err != nil && copy != "" && filepath.Base(copy) == mod.Base() {
+		return mod.OpenCopy(copy)
+	}
+	return f, err
 }
 
 // findLibrary returns the mapped module of lib in pid, nil if it is not

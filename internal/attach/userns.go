@@ -80,8 +80,11 @@ func capableIn(pid int) (capable bool, where string) {
 	unix.Fstat(mine, &self)
 	have := capEff()&(1<<capSysPtrace) != 0
 	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/user", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false, "a user namespace heaplens cannot see (/proc/" + strconv.Itoa(pid) + "/ns/user: " + err.Error() + ")"
+	if err != nil { // the kernel shows it only to who may trace the process
+		if !initialUserNS() {
+			return false, "a user namespace above heaplens's (heaplens runs in a container's, rootless: its root is no root outside)"
+		}
+		return false, "a user namespace heaplens may not look into"
 	}
 	var st unix.Stat_t
 	unix.Fstat(fd, &st)
@@ -112,6 +115,13 @@ func capableIn(pid int) (capable bool, where string) {
 	}
 	unix.Close(fd)
 	return false, "a user namespace nested too deeply to follow"
+}
+
+// initialUserNS reports whether heaplens runs in the initial user
+// namespace, whose uid_map maps every uid to itself.
+func initialUserNS() bool {
+	b, err := os.ReadFile("/proc/self/uid_map")
+	return err == nil && strings.Join(strings.Fields(string(b)), " ") == "0 0 4294967295"
 }
 
 // capEff is heaplens's effective capability mask.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -17,9 +18,64 @@ import (
 type Dir struct {
 	Inside string // its path as the process sees it
 	Host   string // its path for heaplens: /proc/self/fd/N
+	// Owner is the user its files belong to: heaplens's, or the process's
+	// when heaplens's user has no uid in the user namespace of the file
+	// system (a rootless container's, mounted in its user namespace).
+	Owner  uint32
+	asUser *owner // nil: heaplens's own user
 	fd     int
 	parent int
 	name   string
+}
+
+// owner is a user heaplens creates files as.
+type owner struct{ uid, gid int }
+
+// as runs f on a thread of its own whose file-system user and group are
+// o's: the thread ends with f, so that no other code runs as o.
+func (o *owner) as(f func() error) error {
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		unix.Setfsgid(o.gid)
+		unix.Setfsuid(o.uid)
+		if u, _ := unix.SetfsuidRetUid(-1); u != o.uid {
+			done <- fmt.Errorf("cannot act as uid %d", o.uid)
+			return
+		}
+		done <- f()
+	}()
+	return <-done
+}
+
+// Create writes a new file of b in the directory, with mode perm, and
+// returns its path for heaplens.
+func (d *Dir) Create(name string, b []byte, perm uint32) (string, error) {
+	write := func() error {
+		fd, err := unix.Openat(d.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
+		if err != nil {
+			return err
+		}
+		f := os.NewFile(uintptr(fd), name)
+		_, err = f.Write(b)
+		if err == nil {
+			err = f.Chmod(os.FileMode(perm)) // whatever the umask took
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	var err error
+	if d.asUser != nil {
+		err = d.asUser.as(write)
+	} else {
+		err = write()
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s/%s: %w", d.Inside, name, err)
+	}
+	return d.Host + "/" + name, nil
 }
 
 // MakeDir creates a directory of heaplens's own, mode perm, in the first
@@ -65,7 +121,18 @@ func (t *Target) makeIn(root int, parent string, perm uint32, exec bool) (*Dir, 
 	var b [8]byte
 	rand.Read(b[:])
 	d.name = "heaplens-" + hex.EncodeToString(b[:])
-	if err := unix.Mkdirat(pfd, d.name, 0o700); err != nil {
+	d.Owner = uint32(os.Geteuid())
+	err = unix.Mkdirat(pfd, d.name, 0o700)
+	if errors.Is(err, unix.EOVERFLOW) {
+		// heaplens's user has no uid in the file system's user namespace:
+		// the process's user (its owner there) creates it.
+		var st unix.Stat_t
+		if err = unix.Stat(fmt.Sprintf("/proc/%d", t.PID), &st); err == nil {
+			d.asUser, d.Owner = &owner{int(st.Uid), int(st.Gid)}, st.Uid
+			err = d.asUser.as(func() error { return unix.Mkdirat(pfd, d.name, 0o700) })
+		}
+	}
+	if err != nil {
 		d.close()
 		return nil, fmt.Errorf("%s: %w", parent, err)
 	}
@@ -76,7 +143,7 @@ func (t *Target) makeIn(root int, parent string, perm uint32, exec bool) (*Dir, 
 		return nil, fmt.Errorf("%s: %w", d.Inside, err)
 	}
 	var st unix.Stat_t
-	if err = unix.Fstat(d.fd, &st); err == nil && (st.Uid != uint32(os.Geteuid()) || st.Mode&0o022 != 0) {
+	if err = unix.Fstat(d.fd, &st); err == nil && (st.Uid != d.Owner || st.Mode&0o022 != 0) {
 		err = fmt.Errorf("%s: not heaplens's own private directory (uid %d, mode %04o)", d.Inside, st.Uid, st.Mode&0o7777)
 	}
 	if err == nil {

@@ -17,7 +17,6 @@ import (
 	"github.com/heaplens/heaplens/internal/collect"
 	"github.com/heaplens/heaplens/internal/container"
 	"github.com/heaplens/heaplens/internal/privdir"
-	"golang.org/x/sys/unix"
 )
 
 // AttachOptions configure one heaplens attach session.
@@ -72,7 +71,7 @@ func Attach(o AttachOptions) (*AttachResult, error) {
 	}
 	// The library and the session directory, as the process names them (lib,
 	// inside) and as heaplens does (dir).
-	var lib, dir, inside string
+	var lib, dir, inside, copy string
 	var libDir *container.Dir
 	if tg.Root == "" {
 		if lib, err = attachLibrary(o.Library); err != nil {
@@ -88,6 +87,10 @@ func Attach(o AttachOptions) (*AttachResult, error) {
 			return nil, err
 		}
 		defer libDir.Remove()
+		// Read once the process's copy is removed, when map_files is not allowed.
+		if copy, err = attachLibrary(o.Library); err != nil {
+			return nil, err
+		}
 		sd, err := tg.MakeDir([]string{"/dev/shm", "/tmp"}, 0o700, false)
 		if err != nil {
 			return nil, fmt.Errorf("the session directory: %w", err)
@@ -127,7 +130,7 @@ func Attach(o AttachOptions) (*AttachResult, error) {
 	began := time.Now()
 	sess, err := attach.Start(o.PID, lib, attach.Settings{
 		Dir: inside, Rate: o.Rate, Seed: o.Seed, RingSize: o.RingSize, NoPython: o.NoPython, NoFollow: o.NoFollow,
-		Heartbeat: tg.OtherPIDs, ClockOffset: tg.ClockOffset(),
+		Heartbeat: tg.OtherPIDs, ClockOffset: tg.ClockOffset(), Copy: copy,
 	}, func(msg string) { fmt.Fprintf(o.Log, "heaplens: %s\n", msg) })
 	if libDir != nil {
 		libDir.Remove() // loaded (or not): nothing of it stays in the container
@@ -227,7 +230,10 @@ const followEvery = 250 * time.Millisecond
 // Detach ends the attach session in pid (heaplens detach): it asks the
 // heaplens attached to it to stop, or ends the session itself when that
 // heaplens was killed. It returns the pid of the heaplens asked, 0 if none.
-func Detach(pid int) (int, error) { return attach.Detach(pid) }
+func Detach(pid int) (int, error) {
+	copy, _ := AttachLibraryPath() // "" without one: the process's file is read
+	return attach.Detach(pid, copy)
+}
 
 // shareDir lets the process create its ring in dir when it runs as
 // another user than heaplens (root attaching to a service).
@@ -287,30 +293,13 @@ func placeLibrary(tg *container.Target, library string) (*container.Dir, string,
 	if err != nil {
 		return nil, "", fmt.Errorf("placing the library: %w", err)
 	}
-	at := d.Host + "/" + name
-	err = writeNew(at, b)
+	at, err := d.Create(name, b, 0o755)
 	if err == nil {
-		err = verifyLibrary(at, b, sum)
+		err = verifyLibrary(at, b, sum, d.Owner)
 	}
 	if err != nil {
 		d.Remove()
 		return nil, "", fmt.Errorf("placing the library in process %d's %s: %w", tg.PID, d.Inside, err)
 	}
 	return d, d.Inside + "/" + name, nil
-}
-
-// writeNew writes a new file, 0755, that no one else can have opened.
-func writeNew(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o755)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Chmod(0o755) // whatever the umask took
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
