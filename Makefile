@@ -60,7 +60,7 @@ oldroot:
 
 test-platforms: deps bin/heaplens wheel oldroot
 	$(GO) test -count=1 -v -run 'TestLibraryNeedsGlibc217|TestPreflightPrograms' ./internal/launch
-	$(GO) test -count=1 -timeout 15m -v -run 'TestOldGlibc|TestBinaryNeedsGlibc217' ./test/e2e -platforms
+	$(GO) test -count=1 -timeout 15m -v -run 'TestOldGlibc|TestBinaryNeedsGlibc217|TestAttachContainer' ./test/e2e -platforms
 
 bin/heaplens-static: bin/heaplens
 	cp bin/heaplens $@
