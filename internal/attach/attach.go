@@ -10,7 +10,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,7 +34,8 @@ type Settings struct {
 	NoFollow bool
 	// Heartbeat: heaplens is not in the process's PID namespace, where its
 	// pid means nothing; the library learns that heaplens lives from the
-	// time Session.Beat writes (every quarter second at least).
+	// time Session.Beat writes (every quarter second at least). Beat writes
+	// it in every session, for another heaplens to see (agentAlive).
 	Heartbeat bool
 	// ClockOffset is the process's CLOCK_MONOTONIC less heaplens's (a time
 	// namespace's offset), for Beat.
@@ -58,7 +58,7 @@ type Session struct {
 
 	ctl   uint64 // heaplens_control's address (the same in fork children)
 	hooks []gotpatch.Hook
-	beat  time.Duration // Settings.ClockOffset, when Settings.Heartbeat
+	beat  time.Duration // Settings.ClockOffset
 	procs map[int]*gotpatch.Patcher
 }
 
@@ -75,7 +75,7 @@ func Start(pid int, lib string, set Settings, slow func(string)) (*Session, erro
 	if err := Check(pid); err != nil {
 		return nil, err
 	}
-	s := &Session{PID: pid, procs: map[int]*gotpatch.Patcher{}, beat: noBeat}
+	s := &Session{PID: pid, procs: map[int]*gotpatch.Patcher{}, beat: set.ClockOffset}
 	mod, err := findLibrary(pid, lib)
 	if err != nil {
 		return nil, err
@@ -115,7 +115,7 @@ func Start(pid int, lib string, set Settings, slow func(string)) (*Session, erro
 	}
 	s.hooks = c.hooks
 	if c.session != 0 {
-		if c.agent != os.Getpid() && alive(c.agent) {
+		if c.agent != os.Getpid() && s.agentAlive(c) {
 			return nil, &ErrAttached{PID: pid, Agent: c.agent}
 		}
 		// Its heaplens is gone (or ended without the library seeing it): the
@@ -125,11 +125,8 @@ func Start(pid int, lib string, set Settings, slow func(string)) (*Session, erro
 		}
 	}
 	s.Number = max(c.start, c.ended, c.session) + 1
-	if set.Heartbeat {
-		s.beat = set.ClockOffset
-		if err := put(mem, s.ctl+ring.CtlAlive, s.now()); err != nil {
-			return nil, err
-		}
+	if err := put(mem, s.ctl+ring.CtlAlive, s.now()); err != nil {
+		return nil, err
 	}
 	if err := writeSettings(mem, s.ctl, set); err != nil {
 		return nil, err
@@ -183,9 +180,9 @@ func (s *Session) Follow(pids []int) error {
 }
 
 // Beat tells the library in every process of the session that heaplens
-// lives, when the session has a heartbeat (Settings.Heartbeat).
+// lives (Settings.Heartbeat).
 func (s *Session) Beat() {
-	if s.Number == 0 || s.beat == noBeat {
+	if s.Number == 0 {
 		return
 	}
 	now := s.now()
@@ -197,8 +194,19 @@ func (s *Session) Beat() {
 	}
 }
 
-// noBeat marks a session without a heartbeat (no time namespace is that far off).
-const noBeat = time.Duration(math.MinInt64)
+// agentAlive reports whether the heaplens of the session running in the
+// process lives: its heartbeat, which it writes whatever namespace it
+// runs in, is recent; for a heaplens that wrote none, its pid (which means
+// something only in a PID namespace where it runs).
+func (s *Session) agentAlive(c *control) bool {
+	if c.alive == 0 {
+		return alive(c.agent)
+	}
+	return int64(s.now()-c.alive) < int64(heartbeatLost)
+}
+
+// heartbeatLost is the library's HEARTBEAT_LOST (preload/attach.c).
+const heartbeatLost = 5 * time.Second
 
 // now is CLOCK_MONOTONIC as the process reads it.
 func (s *Session) now() uint64 {
@@ -350,6 +358,7 @@ type control struct {
 	start, ended uint64
 	session      uint64
 	agent        int
+	alive        uint64 // the agent's heartbeat, 0 if it wrote none
 	hooks        []gotpatch.Hook
 }
 
@@ -363,6 +372,7 @@ func readControl(mem *procmaps.Mem, at uint64) (*control, error) {
 		magic: le.Uint64(b[ring.CtlMagic:]), version: le.Uint32(b[ring.CtlVersion:]),
 		start: le.Uint64(b[ring.CtlStart:]), ended: le.Uint64(b[ring.CtlEnded:]),
 		session: le.Uint64(b[ring.CtlSession:]), agent: int(int64(le.Uint64(b[ring.CtlAgentPID:]))),
+		alive: le.Uint64(b[ring.CtlAlive:]),
 	}
 	n := min(int(le.Uint32(b[ring.CtlNHooks:])), ring.ControlHooks)
 	for i := 0; i < n; i++ {
