@@ -228,7 +228,8 @@ func checkContainerFiles(t *testing.T, capPath, rootDir string) {
 
 // TestAttachContainer: a Python service in a container (its own mount and
 // PID namespace and root file system) is attached to from the host for
-// 4 s, then from a sidecar (its PID namespace, the host's files) twice;
+// 4 s, then from a sidecar (its PID namespace, the host's files) twice,
+// then from the host serving /debug/pprof/heap;
 // each session finds the leak at its site, with the container's file
 // paths, pids (and the host's beside them) and interpreter's symbols. Then
 // heaplens is SIGKILLed while attached: the service runs on and nothing of
@@ -241,7 +242,7 @@ func TestAttachContainer(t *testing.T) {
 	}
 	hl := heaplensBin(t)
 	dir := t.TempDir()
-	bare, tg := containerTwins(t, r, "30")
+	bare, tg := containerTwins(t, r, "40")
 	pid := strconv.Itoa(tg.host)
 
 	t.Run("host", func(t *testing.T) {
@@ -282,6 +283,30 @@ func TestAttachContainer(t *testing.T) {
 			}
 			checkLeakFound(t, capPath, tg.ns, tg.log, 512<<10)
 			checkContainerFiles(t, capPath, r.Dir)
+		}
+	})
+
+	t.Run("pprof", func(t *testing.T) {
+		// Continuously, without a restart: the running service's heap over HTTP while attached.
+		cmd := exec.Command(hl, "attach", pid, "--pprof-addr", "127.0.0.1:0", "--duration", "3s", "-o", filepath.Join(dir, "pprof.hlc"), "-q")
+		var stderr syncBuffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		urlRe := regexp.MustCompile(`pprof endpoints at (http://\S+)`)
+		waitFor(t, "the pprof address", func() bool { return urlRe.MatchString(stderr.String()) })
+		time.Sleep(2 * time.Second)
+		p := fetchProfile(t, urlRe.FindStringSubmatch(stderr.String())[1]+"heap")
+		found := false
+		for _, f := range p.Function {
+			found = found || (f.Name == "leak_slowly" && f.Filename == "/tmp/pyserver.py")
+		}
+		if !found {
+			t.Errorf("/debug/pprof/heap while attached has no leak_slowly in the container's /tmp/pyserver.py")
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("attach --pprof-addr: %v\n%s", err, stderr.String())
 		}
 	})
 
