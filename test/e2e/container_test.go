@@ -546,3 +546,40 @@ func running(pid int) bool {
 	i := strings.LastIndexByte(string(b), ')')
 	return err == nil && i > 0 && i+2 < len(b) && strings.IndexByte("RSD", b[i+2]) >= 0
 }
+
+// TestAttachContainerTargetExit: a process of a container that exits while
+// attached (not the container's first: a shell outlives it) ends the
+// session, and nothing of heaplens's stays in the container's /tmp or
+// /dev/shm.
+func TestAttachContainerTargetExit(t *testing.T) {
+	r, ok := oldRootContainer(t)
+	if !ok {
+		return
+	}
+	script, err := os.ReadFile(filepath.Join(root, "test", "workloads", "pyserver.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := openDir(t, 0o777|os.ModeSticky)
+	os.WriteFile(filepath.Join(tmp, "pyserver.py"), script, 0o644)
+	// dash is the container's sh (and the script's that makes it, which becomes it: one pid).
+	sh := startContainer(t, r, tmp, "", "/bin/dash", "-c", "/usr/bin/python3.9 /tmp/pyserver.py 4 /tmp/log; sleep 30")
+	var py int
+	waitFor(t, "the service to start", func() bool {
+		kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", sh.host, sh.host))
+		py, _ = strconv.Atoi(strings.TrimSpace(string(kids)))
+		b, _ := os.ReadFile(filepath.Join(tmp, "log"))
+		return py > 0 && len(b) > 0
+	})
+	capPath := filepath.Join(t.TempDir(), "exit.hlc")
+	res := run(t, time.Minute, heaplensBin(t), "attach", strconv.Itoa(py), "-o", capPath)
+	if res.code != 0 || !strings.Contains(res.stderr, "the process ended") {
+		t.Fatalf("attach until the process ends: exit %d\n%s", res.code, res.stderr)
+	}
+	if left := sh.leftovers(t); len(left) > 0 {
+		t.Errorf("after the process ended, the container holds %v", left)
+	}
+	if leaks := report(t, capPath, "leaks"); leaks.site("leak_slowly") <= 0 {
+		t.Errorf("the session until the process's end did not see leak_slowly")
+	}
+}
