@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/ring"
@@ -59,7 +60,8 @@ type Collector struct {
 	NativePythonInternals bool
 
 	// foreign, when set, reaches processes in other namespaces (SetForeign).
-	foreign Foreign
+	foreign     Foreign
+	clockOffset int64 // the processes' CLOCK_MONOTONIC less heaplens's (now)
 
 	// Totals for the summary.
 	Allocs, Frees uint64
@@ -73,6 +75,8 @@ type Foreign interface {
 	Path(path string) string
 	// HostPID is heaplens's pid of the process's own pid, 0 if it is gone.
 	HostPID(pid int) int
+	// ClockOffset is the processes' CLOCK_MONOTONIC less heaplens's.
+	ClockOffset() time.Duration
 }
 
 // SetForeign says that the processes run in other namespaces than heaplens
@@ -81,6 +85,7 @@ type Foreign interface {
 // first Poll.
 func (c *Collector) SetForeign(f Foreign) {
 	c.foreign = f
+	c.clockOffset = int64(f.ClockOffset())
 	roots := symbolize.DebugRoots
 	c.syms.DebugRoots = make([]string, len(roots))
 	for i, r := range roots {
@@ -725,7 +730,7 @@ func (c *Collector) end(s *stream, replaced bool) error {
 	if s.hdr.PID == c.root && !replaced {
 		e.MaxRSS = c.maxRSS
 	}
-	e.TimeNano = monoNow()
+	e.TimeNano = c.now()
 	if detached, at := s.r.Detached(); s.hdr.Attached && !e.Known && !e.Exec && (detached || s.alive()) {
 		e.Detached = true
 		if detached && at > s.hdr.StartMonoNano && at < e.TimeNano {

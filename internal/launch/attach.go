@@ -173,6 +173,7 @@ func Attach(o AttachOptions) (*AttachResult, error) {
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	p := newPoller(col, w)
+	p.rss.clock = int64(tg.ClockOffset())
 	lastFollow := time.Now()
 loop:
 	for {

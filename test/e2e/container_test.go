@@ -583,3 +583,38 @@ func TestAttachContainerTargetExit(t *testing.T) {
 		t.Errorf("the session until the process's end did not see leak_slowly")
 	}
 }
+
+// TestAttachTimeNamespace: a service in a PID and time namespace whose
+// CLOCK_MONOTONIC is a day ahead of heaplens's (as a container restored by
+// CRIU has): its session is not taken for orphaned (the heartbeat is
+// written in its clock), and the capture's times are all in its clock, so
+// that the window is the session's and the leak is found in it.
+func TestAttachTimeNamespace(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "log")
+	tg := startTarget(t, log, "unshare", "--time", "--monotonic", "86400", "--pid", "--fork",
+		"/usr/bin/python3", filepath.Join(root, "test", "workloads", "pyserver.py"), "6", log)
+	t.Cleanup(func() { tg.cmd.Process.Kill() })
+	tg.waitLog(t)
+	kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", tg.pid(), tg.pid()))
+	py, err := strconv.Atoi(strings.TrimSpace(string(kids)))
+	if err != nil {
+		t.Fatalf("unshare's child: %q", kids)
+	}
+	if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/timens_offsets", py)); !strings.Contains(string(b), "86400") {
+		t.Fatalf("the service's time namespace has no offset: %q", b)
+	}
+	capPath := filepath.Join(dir, "timens.hlc")
+	res := run(t, time.Minute, heaplensBin(t), "attach", strconv.Itoa(py), "--duration", "3s", "-o", capPath, "-q")
+	if res.code != 0 {
+		t.Fatalf("attach: exit %d\n%s", res.code, res.stderr)
+	}
+	from, until := attachWindow(t, capPath, 1)
+	if w := time.Duration(until - from); w < 2*time.Second || w > 10*time.Second {
+		t.Errorf("the session's window is %v in its capture, for a 3 s session", w)
+	}
+	checkLeakFound(t, capPath, 1, log, 512<<10)
+	if res := tg.wait(t, time.Minute); res.code != 0 {
+		t.Errorf("the service after the session: %+v", res)
+	}
+}
