@@ -273,11 +273,13 @@ func TestAttachContainer(t *testing.T) {
 	t.Run("sidecar", func(t *testing.T) {
 		// A sidecar: in the container's PID namespace, with a mount
 		// namespace of its own (the host's files), where its /proc shows
-		// the container's pids.
-		for i := 0; i < 2; i++ {
+		// the container's pids. The second has no CAP_SYS_ADMIN, as
+		// kubectl debug --profile=general gives none: map_files is closed
+		// to it, and the container's files are read through its root.
+		for i, drop := range []string{"", "setpriv --bounding-set=-sys_admin --inh-caps=-sys_admin"} {
 			capPath := filepath.Join(dir, fmt.Sprintf("sidecar-%d.hlc", i))
 			res := run(t, time.Minute, "nsenter", "-t", pid, "--pid", "--", "unshare", "--mount", "--fork", "--propagation", "private",
-				"sh", "-c", `mount -t proc proc /proc && exec "$0" "$@"`, hl, "attach", strconv.Itoa(tg.ns), "--duration", "2s", "-o", capPath, "-q")
+				"sh", "-c", `mount -t proc proc /proc && exec `+drop+` "$0" "$@"`, hl, "attach", strconv.Itoa(tg.ns), "--duration", "2s", "-o", capPath, "-q")
 			if res.code != 0 {
 				t.Fatalf("attach from the sidecar: exit %d\n%s", res.code, res.stderr)
 			}
