@@ -56,10 +56,11 @@ type Session struct {
 	Inject  *inject.Result // nil when the library was loaded already
 	Routed  int            // GOT entries routed in the process at the start
 
-	ctl   uint64 // heaplens_control's address (the same in fork children)
-	hooks []gotpatch.Hook
-	beat  time.Duration // Settings.ClockOffset
-	procs map[int]*gotpatch.Patcher
+	ctl       uint64 // heaplens_control's address (the same in fork children)
+	hooks     []gotpatch.Hook
+	beat      time.Duration // Settings.ClockOffset
+	heartbeat bool          // Settings.Heartbeat
+	procs     map[int]*gotpatch.Patcher
 }
 
 // ErrAttached means another heaplens is attached to the process.
@@ -75,7 +76,7 @@ func Start(pid int, lib string, set Settings, slow func(string)) (*Session, erro
 	if err := Check(pid); err != nil {
 		return nil, err
 	}
-	s := &Session{PID: pid, procs: map[int]*gotpatch.Patcher{}, beat: set.ClockOffset}
+	s := &Session{PID: pid, procs: map[int]*gotpatch.Patcher{}, beat: set.ClockOffset, heartbeat: set.Heartbeat}
 	mod, err := findLibrary(pid, lib)
 	if err != nil {
 		return nil, err
@@ -202,7 +203,15 @@ func (s *Session) agentAlive(c *control) bool {
 	if c.alive == 0 {
 		return alive(c.agent)
 	}
-	return int64(s.now()-c.alive) < int64(heartbeatLost)
+	if int64(s.now()-c.alive) >= int64(heartbeatLost) {
+		return false
+	}
+	// A heaplens in the process's PID namespace (no heartbeat flag), as this
+	// one is: its pid says it for sure (it may have been killed a moment ago).
+	if c.flags&ring.CtlHeartbeat == 0 && !s.heartbeat {
+		return alive(c.agent)
+	}
+	return true
 }
 
 // heartbeatLost is the library's HEARTBEAT_LOST (preload/attach.c).
@@ -232,6 +241,12 @@ func (s *Session) Stop() error {
 					break
 				}
 				time.Sleep(2 * time.Millisecond)
+			}
+			// No heartbeat: a heaplens attaching next must not take this one,
+			// gone, for alive (agentAlive).
+			if w, err := procmaps.OpenMem(pid, true); err == nil {
+				put(w, s.ctl+ring.CtlAlive, 0)
+				w.Close()
 			}
 			mem.Close()
 		}
@@ -359,6 +374,7 @@ type control struct {
 	session      uint64
 	agent        int
 	alive        uint64 // the agent's heartbeat, 0 if it wrote none
+	flags        uint64
 	hooks        []gotpatch.Hook
 }
 
@@ -372,7 +388,7 @@ func readControl(mem *procmaps.Mem, at uint64) (*control, error) {
 		magic: le.Uint64(b[ring.CtlMagic:]), version: le.Uint32(b[ring.CtlVersion:]),
 		start: le.Uint64(b[ring.CtlStart:]), ended: le.Uint64(b[ring.CtlEnded:]),
 		session: le.Uint64(b[ring.CtlSession:]), agent: int(int64(le.Uint64(b[ring.CtlAgentPID:]))),
-		alive: le.Uint64(b[ring.CtlAlive:]),
+		alive: le.Uint64(b[ring.CtlAlive:]), flags: le.Uint64(b[ring.CtlFlags:]),
 	}
 	n := min(int(le.Uint32(b[ring.CtlNHooks:])), ring.ControlHooks)
 	for i := 0; i < n; i++ {
