@@ -166,13 +166,20 @@ func containerTwinsAs(t *testing.T, r testenv.Chroot, rootless bool, seconds str
 	}
 	var cs [2]*ctr
 	for i := range cs {
-		tmp := openDir(t, 0o777|os.ModeSticky)
-		if err := os.WriteFile(filepath.Join(tmp, "pyserver.py"), script, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		tmp := tmpWith(t, "pyserver.py", script, 0o644)
 		cs[i] = startContainerAs(t, r, rootless, tmp, filepath.Join(tmp, "log"), "/usr/bin/python3.9", "/tmp/pyserver.py", seconds, "/tmp/log")
 	}
 	return cs[0], cs[1]
+}
+
+// tmpWith is a container's /tmp (sticky, open to all) holding a file.
+func tmpWith(t *testing.T, name string, b []byte, perm os.FileMode) string {
+	t.Helper()
+	tmp := openDir(t, 0o777|os.ModeSticky)
+	if err := os.WriteFile(filepath.Join(tmp, name), b, perm); err != nil {
+		t.Fatal(err)
+	}
+	return tmp
 }
 
 // buildID is the GNU build ID of a file.
@@ -381,10 +388,7 @@ func containerStorm(t *testing.T, r testenv.Chroot, rate string, args ...string)
 	}
 	var cs [2]*ctr
 	for i := range cs {
-		tmp := openDir(t, 0o777|os.ModeSticky)
-		if err := os.WriteFile(filepath.Join(tmp, "attachstorm"), bin, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		tmp := tmpWith(t, "attachstorm", bin, 0o755)
 		cs[i] = startContainer(t, r, tmp, "", append([]string{"/tmp/attachstorm"}, args...)...)
 	}
 	time.Sleep(time.Second)
@@ -562,8 +566,7 @@ func TestAttachContainerTargetExit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmp := openDir(t, 0o777|os.ModeSticky)
-	os.WriteFile(filepath.Join(tmp, "pyserver.py"), script, 0o644)
+	tmp := tmpWith(t, "pyserver.py", script, 0o644)
 	// dash is the container's sh (and the script's that makes it, which becomes it: one pid).
 	sh := startContainer(t, r, tmp, "", "/bin/dash", "-c", "/usr/bin/python3.9 /tmp/pyserver.py 4 /tmp/log; sleep 30")
 	var py int
