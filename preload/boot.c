@@ -17,7 +17,20 @@
 #include <sys/random.h>
 #include <sys/syscall.h>
 
-#include "internal.h"
+#include "blockset.h"
+#include "boot.h"
+#include "core.h"
+#include "heapstats.h"
+#include "hooks.h"
+#include "limits.h"
+#include "modules.h"
+#include "pools.h"
+#include "python.h"
+#include "ring.h"
+#include "sampler.h"
+#include "sanitizer.h"
+#include "seccomp.h"
+#include "stacks.h"
 
 #ifdef HEAPLENS_ATTACH
 /* Read on every call. Filled at load by attach.c. */
@@ -225,7 +238,7 @@ void init_global(void)
 	if (__atomic_load_n(&real.malloc, __ATOMIC_ACQUIRE) == boot_malloc)
 		resolve_real();
 	g.dir = env_dir();
-	g.rate = env_u64("HEAPLENS_RATE", 1, MAX_RATE, 512 << 10);
+	g.rate = env_u64("HEAPLENS_RATE", 1, MAX_RATE, HL_DEFAULT_RATE);
 	g.inv_log_keep = g.rate > 1 ? -1.0 / log1p(-1.0 / (double)g.rate) : 0;
 	g.seeded = parse_num(getenv("HEAPLENS_SEED"), &g.seed);
 	g.want_size = env_u64("HEAPLENS_RING_SIZE", MIN_RING, MAX_RING, DEFAULT_RING);

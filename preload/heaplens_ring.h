@@ -12,6 +12,7 @@
 #define HL_RING_MAGIC 0x31304749524c4845ull /* "EHLRIG01" read as bytes */
 #define HL_RING_VERSION 1u
 #define HL_RING_HEADER_SIZE 4096u
+#define HL_DEFAULT_RATE (512u << 10) /* sampling period when none is given (ring.DefaultRate) */
 
 /* Header flags. */
 #define HL_FLAG_INIT_DONE 1u /* the initial MODULE records are in the ring */

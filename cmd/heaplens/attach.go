@@ -8,11 +8,12 @@ import (
 	"strings"
 
 	"github.com/heaplens/heaplens/internal/launch"
+	"github.com/heaplens/heaplens/internal/ring"
 )
 
 func attachCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("heaplens attach", "heaplens attach [flags] PID", args, stdout, stderr)
-	o := launch.AttachOptions{Rate: 512 << 10, Version: version, Log: stderr}
+	o := launch.AttachOptions{Rate: ring.DefaultRate, Version: version, Log: stderr}
 	fs.StringVar(&o.Output, "o", "", "capture file (default ./heaplens-attach-COMMAND-PID.hlc)")
 	fs.Var(sizeFlag{&o.Rate}, "rate", "mean bytes between samples, e.g. 512KiB; 1 records every allocation")
 	fs.Uint64Var(&o.Seed, "seed", 0, "fixed sampler seed, for reproducible sessions (0 = random)")

@@ -22,9 +22,9 @@ var diffViews = []string{"allocs", "peak", "leaks", "temporary"}
 const exitGrown = 3
 
 func diffCmd(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("heaplens diff", "heaplens diff BASE NEW [--view V[,V]] [--format text|json|pprof] [--fail-over SIZE] [-o OUT]", args, stdout, stderr)
+	fs := newFlags("heaplens diff", "heaplens diff BASE NEW [--view V[,V]] [--format "+diff.FormatNames("|")+"] [--fail-over SIZE] [-o OUT]", args, stdout, stderr)
 	views := fs.String("view", "allocs,peak,leaks", "views compared, comma-separated: "+strings.Join(diffViews, ", ")+"; pprof takes one (its inuse_* values; alloc_* come from allocs)")
-	format := fs.String("format", "text", "output: text, json, pprof (NEW minus BASE, as go tool pprof -diff_base computes it)")
+	format := fs.String("format", "text", "output: "+diff.FormatNames(", ")+" (pprof: NEW minus BASE, as go tool pprof -diff_base computes it)")
 	out := fs.String("o", "", "write the comparison to this file instead of standard output")
 	var failOver uint64
 	failSet := false
@@ -57,21 +57,21 @@ func diffCmd(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	switch *format {
-	case "text", "json":
-	case "pprof":
+	f := diff.LookupFormat(*format)
+	if f == nil {
+		fmt.Fprintf(stderr, "heaplens diff: unknown format %q (%s)\n", *format, diff.FormatNames(", "))
+		return 2
+	}
+	if f.OneView {
 		viewSet := false
 		fs.Visit(func(f *flag.Flag) { viewSet = viewSet || f.Name == "view" })
 		if !viewSet {
 			vs = []string{"leaks"}
 		}
 		if len(vs) != 1 {
-			fmt.Fprintln(stderr, "heaplens diff: --format pprof compares one --view (its inuse_* values)")
+			fmt.Fprintf(stderr, "heaplens diff: --format %s compares one --view (its inuse_* values)\n", f.Name)
 			return 2
 		}
-	default:
-		fmt.Fprintf(stderr, "heaplens diff: unknown format %q (text, json, pprof)\n", *format)
-		return 2
 	}
 	for _, p := range pos {
 		if *out != "" && same(*out, p) {
@@ -109,17 +109,8 @@ func diffCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "heaplens diff: %v\n", err)
 		return 1
 	}
-	base, next := diff.RunOf(pos[0], caps[0]), diff.RunOf(pos[1], caps[1])
-	switch *format {
-	case "json":
-		err = diff.JSON(w, base, next, cmp)
-	case "pprof":
-		r := results[0]
-		err = diff.PProf(w, diff.Side{Capture: r[0].Capture, Alloc: r[0].Allocs(), Inuse: r[0].Profile},
-			diff.Side{Capture: r[1].Capture, Alloc: r[1].Allocs(), Inuse: r[1].Profile})
-	default:
-		err = diff.Text(w, base, next, cmp, diff.TextOptions{Top: *top})
-	}
+	err = f.Write(w, &diff.Input{Base: diff.RunOf(pos[0], caps[0]), New: diff.RunOf(pos[1], caps[1]),
+		Results: results, Compared: cmp, Top: *top})
 	if err == nil {
 		err = done()
 	}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/heaplens/heaplens/internal/launch"
+	"github.com/heaplens/heaplens/internal/ring"
 	"github.com/heaplens/heaplens/internal/size"
 )
 
@@ -104,7 +105,7 @@ func (s sizeFlag) Set(x string) error {
 
 func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("heaplens run", "heaplens run [flags] -- COMMAND [ARGS...]", args, stdout, stderr)
-	o := launch.Options{Rate: 512 << 10, Version: version, Stdin: stdin, Stdout: stdout, Stderr: stderr, Log: stderr}
+	o := launch.Options{Rate: ring.DefaultRate, Version: version, Stdin: stdin, Stdout: stdout, Stderr: stderr, Log: stderr}
 	fs.StringVar(&o.Output, "o", "", "capture file (default ./heaplens-COMMAND-PID.hlc)")
 	fs.Var(sizeFlag{&o.Rate}, "rate", "mean bytes between samples, e.g. 512KiB; 1 records every allocation")
 	fs.Uint64Var(&o.Seed, "seed", 0, "fixed sampler seed, for reproducible runs (0 = random)")

@@ -17,7 +17,7 @@ type decodedEvent struct {
 const maxDecodedEvents = 1 << 16
 
 // decodeEvents appends the events of payload to dst, up to
-// maxDecodedEvents, as decodeAlloc and decodeFree would decode them, and
+// maxDecodedEvents, as Alloc.code and Free.code would decode them, and
 // stops before a record that it cannot frame or decode: Next reads that
 // one itself, and reports the damage. (FuzzReadAhead holds the two to the
 // same results.)

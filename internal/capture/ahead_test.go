@@ -50,12 +50,12 @@ func FuzzReadAhead(f *testing.F) {
 	var base eventBase
 	a := &Alloc{Stream: 3, TID: 4243, TimeNano: 99_000_001_000, Addr: 0x5555_0000_0010, Size: 1 << 33, StackID: 1 << 40, Func: FuncPvalloc}
 	fr := &Free{Stream: 3, TID: 4243, TimeNano: 99_000_002_000, Addr: 0x5555_0000_0010}
-	payload := rawRecord(RecAlloc, appendAlloc(nil, a, &base))
-	payload = append(payload, rawRecord(RecFree, appendFree(nil, fr, &base))...)
+	payload := rawRecord(RecAlloc, encode(&Record{Type: RecAlloc, Alloc: *a}, &base))
+	payload = append(payload, rawRecord(RecFree, encode(&Record{Type: RecFree, Free: *fr}, &base))...)
 	a.Origin, a.Method = 7, MethodOpenMP
-	payload = append(payload, rawRecord(RecAlloc, appendAlloc(nil, a, &base))...)
-	payload = append(payload, rawRecord(RecStack, appendStack(nil, &Stack{ID: 2, Locations: []uint64{1}}))...)
-	long := binary.AppendUvarint(appendFree(nil, fr, &base), math.MaxUint64) // an appended field
+	payload = append(payload, rawRecord(RecAlloc, encode(&Record{Type: RecAlloc, Alloc: *a}, &base))...)
+	payload = append(payload, rawRecord(RecStack, encode(&Record{Type: RecStack, Stack: &Stack{ID: 2, Locations: []uint64{1}}}, nil))...)
+	long := binary.AppendUvarint(encode(&Record{Type: RecFree, Free: *fr}, &base), math.MaxUint64) // an appended field
 	payload = append(payload, rawRecord(RecFree, long)...)
 	for _, v := range []uint32{1, 2} {
 		f.Add(v, payload)
@@ -92,7 +92,7 @@ func TestReadAheadLongChunk(t *testing.T) {
 	var want []any
 	for i := range maxDecodedEvents + 1000 {
 		fr := &Free{Stream: 1, TID: 2, TimeNano: int64(i) * 3, Addr: 0x1000 + uint64(i%7)*16}
-		payload = append(payload, rawRecord(RecFree, appendFree(nil, fr, &base))...)
+		payload = append(payload, rawRecord(RecFree, encode(&Record{Type: RecFree, Free: *fr}, &base))...)
 		want = append(want, fr)
 	}
 	file := fileOf(Version, payload)

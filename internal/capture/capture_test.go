@@ -57,85 +57,43 @@ func full() []any {
 // write writes one record of any type.
 func write(t testing.TB, w *Writer, r any) {
 	t.Helper()
-	var err error
-	switch r := r.(type) {
-	case *Meta:
-		err = w.Meta(r)
-	case *Process:
-		err = w.Process(r)
-	case *Mapping:
-		err = w.Mapping(r)
-	case *Location:
-		err = w.Location(r)
-	case *Stack:
-		err = w.Stack(r)
-	case *Alloc:
-		err = w.Alloc(r)
-	case *Free:
-		err = w.Free(r)
-	case *End:
-		err = w.End(r)
-	case *RSS:
-		err = w.RSS(r)
-	case *Origin:
-		err = w.Origin(r)
-	case *Note:
-		err = w.Note(r)
-	case *Mark:
-		err = w.Mark(r)
-	case *Malloc:
-		err = w.Malloc(r)
-	case *Resident:
-		err = w.Resident(r)
-	default:
-		t.Fatalf("unknown record %T", r)
-	}
-	if err != nil {
+	if err := w.WriteRecord(recordOf(r)); err != nil {
 		t.Fatalf("writing %T: %v", r, err)
 	}
 }
 
-// recordValue returns the record Next decoded, as the same pointer type
-// the test wrote.
-func recordValue(rec *Record) any {
-	switch rec.Type {
-	case RecMeta:
-		return rec.Meta
-	case RecProcess:
-		return rec.Process
-	case RecMapping:
-		return rec.Mapping
-	case RecLocation:
-		return rec.Location
-	case RecStack:
-		return rec.Stack
-	case RecAlloc:
-		a := rec.Alloc
-		return &a
-	case RecFree:
-		f := rec.Free
-		return &f
-	case RecEnd:
-		return rec.End
-	case RecRSS:
-		r := rec.RSS
-		return &r
-	case RecOrigin:
-		o := rec.Origin
-		return &o
-	case RecNote:
-		return rec.Note
-	case RecMark:
-		m := rec.Mark
-		return &m
-	case RecMalloc:
-		m := rec.Malloc
-		return &m
-	case RecResident:
-		r := rec.Resident
-		return &r
+// recordOf returns a Record holding a copy of r, a pointer to a record.
+func recordOf(r any) *Record {
+	for t := range recordTypes {
+		if rec := (&Record{Type: RecordType(t)}); rec.Type.known() && reflect.TypeOf(rec.body()) == reflect.TypeOf(r) {
+			reflect.ValueOf(rec.body()).Elem().Set(reflect.ValueOf(r).Elem())
+			return rec
+		}
 	}
-	return nil
+	panic(fmt.Sprintf("no record type holds %T", r))
+}
+
+// recordValue returns a copy of the record Next decoded, as the same
+// pointer type the test wrote.
+func recordValue(rec *Record) any {
+	b := reflect.ValueOf(rec.body())
+	v := reflect.New(b.Type().Elem())
+	v.Elem().Set(b.Elem())
+	return v.Interface()
+}
+
+// encode returns the body of a record, its event relative to base.
+func encode(r *Record, base *eventBase) []byte {
+	c := codec{base: base}
+	r.body().code(&c)
+	return c.b
+}
+
+// decode decodes a body into r, whose Type is set.
+func decode(b []byte, r *Record) error {
+	c := codec{b: b, dec: true, base: &eventBase{}}
+	r.body().code(&c)
+	return c.err
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -297,13 +255,13 @@ func TestLegacyKind(t *testing.T) {
 		{Location{ID: 1, Lines: []Line{{Function: "f", File: "a.c"}}}, KindNative},
 		{Location{ID: 1, Address: 0x10}, KindNative},
 	} {
-		var got Location
-		if err := decodeLocation(appendLocation(nil, &tc.loc), &got); err != nil || got.Kind != tc.want {
-			t.Errorf("%+v: kind %v (%v), want %v", tc.loc, got.Kind, err, tc.want)
+		got := Record{Type: RecLocation}
+		if err := decode(encode(&Record{Type: RecLocation, Location: &tc.loc}, nil), &got); err != nil || got.Location.Kind != tc.want {
+			t.Errorf("%+v: kind %v (%v), want %v", tc.loc, got.Location.Kind, err, tc.want)
 		}
 	}
-	bad := append(appendLocation(nil, &Location{ID: 1}), byte(numKinds), 0)
-	if err := decodeLocation(bad, &Location{}); err == nil {
+	bad := append(encode(&Record{Type: RecLocation, Location: &Location{ID: 1}}, nil), byte(numKinds), 0)
+	if err := decode(bad, &Record{Type: RecLocation}); err == nil {
 		t.Error("an unknown kind was accepted")
 	}
 }
@@ -363,9 +321,9 @@ func TestUnknownRecordsAndAppendedFields(t *testing.T) {
 	w.Close()
 	free := &Free{Stream: 1, TID: 2, TimeNano: 3, Addr: 4}
 	// A Free with two extra fields a newer writer appended.
-	body := appendFree(nil, free, &eventBase{})
+	body := encode(&Record{Type: RecFree, Free: *free}, &eventBase{})
 	body = binary.AppendUvarint(body, 99)
-	body = appendString(body, "future")
+	body = append(body, 6, 'f', 'u', 't', 'u', 'r', 'e') // a string
 	var payload []byte
 	payload = append(payload, rawRecord(200, []byte("some future record"))...)
 	payload = append(payload, rawRecord(0, nil)...)
@@ -385,7 +343,7 @@ func TestUnknownRecordsAndAppendedFields(t *testing.T) {
 }
 
 func TestBadRecords(t *testing.T) {
-	good := rawRecord(RecFree, appendFree(nil, &Free{Stream: 1, Addr: 5}, &eventBase{}))
+	good := rawRecord(RecFree, encode(&Record{Type: RecFree, Free: Free{Stream: 1, Addr: 5}}, &eventBase{}))
 	tests := []struct {
 		name string
 		rec  []byte

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 )
 
-// The file format is defined in docs/capture-format.md; this file is its
+// The file format is defined in docs/capture-format.md; this file (framing
+// and field encodings) and records.go (record bodies) are its
 // implementation and must change together with it.
 
 // Magic is the first 8 bytes of every capture file.
@@ -38,12 +38,6 @@ func (e *eventBase) put(b []byte, t int64, addr uint64) []byte {
 	b = binary.AppendVarint(b, int64(addr-e.addr))
 	e.time, e.addr = t, addr
 	return b
-}
-
-// get reads what put wrote.
-func (e *eventBase) get(d *decoder) (int64, uint64) {
-	dt := d.varint()
-	return e.next(dt, d.varint())
 }
 
 // next moves the base on by the deltas put wrote and returns the event's
@@ -94,215 +88,12 @@ const (
 	RecResident RecordType = 14
 )
 
-var recordNames = map[RecordType]string{
-	RecMeta: "Meta", RecProcess: "Process", RecMapping: "Mapping",
-	RecLocation: "Location", RecStack: "Stack", RecAlloc: "Alloc",
-	RecFree: "Free", RecEnd: "End", RecRSS: "RSS", RecOrigin: "Origin", RecNote: "Note", RecMark: "Mark", RecMalloc: "Malloc", RecResident: "Resident",
-}
-
 // String returns the record type's name, or "type(N)" for unknown types.
 func (t RecordType) String() string {
-	if s, ok := recordNames[t]; ok {
-		return s
+	if t.known() {
+		return recordTypes[t].name
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
-}
-
-// End record flag bits.
-const (
-	endSignaled = 1 << iota
-	endKnown
-	endExec
-	endDetached
-)
-
-// Body encoders. Each appends one record body to b in the field order of
-// docs/capture-format.md. None allocates when b has room.
-
-func appendString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
-func appendStrings(b []byte, ss []string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(ss)))
-	for _, s := range ss {
-		b = appendString(b, s)
-	}
-	return b
-}
-
-func appendMeta(b []byte, m *Meta) []byte {
-	v := m.FormatVersion
-	if v == 0 {
-		v = Version
-	}
-	b = binary.AppendUvarint(b, uint64(v))
-	b = appendString(b, m.HeaplensVersion)
-	b = binary.AppendUvarint(b, m.Rate)
-	b = binary.AppendVarint(b, m.StartUnixNano)
-	b = appendStrings(b, m.Command)
-	b = appendString(b, m.Host)
-	if m.AttachedPID != 0 {
-		b = binary.AppendVarint(b, int64(m.AttachedPID))
-		if m.AttachedHostPID != 0 {
-			b = binary.AppendVarint(b, int64(m.AttachedHostPID))
-		}
-	}
-	return b
-}
-
-func appendProcess(b []byte, p *Process) []byte {
-	b = binary.AppendUvarint(b, uint64(p.Stream))
-	b = binary.AppendVarint(b, int64(p.PID))
-	b = binary.AppendVarint(b, int64(p.PPID))
-	b = binary.AppendVarint(b, p.StartMonoNano)
-	b = binary.AppendVarint(b, p.StartUnixNano)
-	b = appendStrings(b, p.Cmdline)
-	b = appendString(b, p.Exe)
-	b = appendString(b, p.Python)
-	b = appendString(b, p.PythonNote)
-	if p.Allocator != "" {
-		b = appendString(b, p.Allocator)
-	}
-	return b
-}
-
-func appendMapping(b []byte, m *Mapping) []byte {
-	b = binary.AppendUvarint(b, m.ID)
-	b = binary.AppendUvarint(b, uint64(m.Stream))
-	b = binary.AppendUvarint(b, m.Start)
-	b = binary.AppendUvarint(b, m.Limit)
-	b = binary.AppendUvarint(b, m.Offset)
-	b = binary.AppendUvarint(b, m.LoadBias)
-	b = appendString(b, m.File)
-	b = appendString(b, m.BuildID)
-	return binary.AppendVarint(b, m.TimeNano)
-}
-
-func appendLocation(b []byte, l *Location) []byte {
-	b = binary.AppendUvarint(b, l.ID)
-	b = binary.AppendUvarint(b, l.MappingID)
-	b = binary.AppendUvarint(b, l.Address)
-	b = binary.AppendUvarint(b, uint64(len(l.Lines)))
-	for i := range l.Lines {
-		ln := &l.Lines[i]
-		b = appendString(b, ln.Function)
-		b = appendString(b, ln.File)
-		b = binary.AppendVarint(b, int64(ln.Line))
-	}
-	if l.Kind == KindNative {
-		return b // the common case stays short
-	}
-	b = binary.AppendUvarint(b, uint64(l.Kind))
-	return binary.AppendUvarint(b, uint64(l.Method))
-}
-
-func appendStack(b []byte, s *Stack) []byte {
-	b = binary.AppendUvarint(b, s.ID)
-	b = binary.AppendUvarint(b, uint64(len(s.Locations)))
-	for _, id := range s.Locations {
-		b = binary.AppendUvarint(b, id)
-	}
-	return b
-}
-
-func appendAlloc(b []byte, a *Alloc, base *eventBase) []byte {
-	b = binary.AppendUvarint(b, uint64(a.Stream))
-	b = binary.AppendUvarint(b, uint64(a.TID))
-	b = base.put(b, a.TimeNano, a.Addr)
-	b = binary.AppendUvarint(b, a.Size)
-	b = binary.AppendUvarint(b, a.StackID)
-	b = binary.AppendUvarint(b, uint64(a.Func))
-	if a.Origin == 0 && a.Method == 0 {
-		return b // the common case stays short
-	}
-	b = binary.AppendUvarint(b, a.Origin)
-	return binary.AppendUvarint(b, uint64(a.Method))
-}
-
-func appendOrigin(b []byte, o *Origin) []byte {
-	b = binary.AppendUvarint(b, uint64(o.Stream))
-	b = binary.AppendUvarint(b, o.Token)
-	b = binary.AppendUvarint(b, uint64(o.TID))
-	b = binary.AppendVarint(b, o.TimeNano)
-	return binary.AppendUvarint(b, o.StackID)
-}
-
-func appendResident(b []byte, r *Resident) []byte {
-	b = binary.AppendUvarint(b, uint64(r.Stream))
-	b = binary.AppendVarint(b, r.TimeNano)
-	b = binary.AppendUvarint(b, r.Addr)
-	b = binary.AppendUvarint(b, r.Size)
-	return binary.AppendUvarint(b, r.Resident)
-}
-
-func appendMalloc(b []byte, m *Malloc) []byte {
-	b = binary.AppendUvarint(b, uint64(m.Stream))
-	b = binary.AppendVarint(b, m.TimeNano)
-	b = binary.AppendUvarint(b, m.Arena)
-	b = binary.AppendUvarint(b, m.Mmapped)
-	b = binary.AppendUvarint(b, m.InUse)
-	b = binary.AppendUvarint(b, m.Free)
-	return binary.AppendUvarint(b, m.Keep)
-}
-
-func appendMark(b []byte, m *Mark) []byte {
-	b = binary.AppendUvarint(b, uint64(m.Stream))
-	b = binary.AppendVarint(b, m.TimeNano)
-	return binary.AppendUvarint(b, m.Value)
-}
-
-func appendNote(b []byte, n *Note) []byte {
-	b = binary.AppendUvarint(b, uint64(n.Stream))
-	return appendString(b, n.Text)
-}
-
-func appendFree(b []byte, f *Free, base *eventBase) []byte {
-	b = binary.AppendUvarint(b, uint64(f.Stream))
-	b = binary.AppendUvarint(b, uint64(f.TID))
-	return base.put(b, f.TimeNano, f.Addr)
-}
-
-func appendEnd(b []byte, e *End) []byte {
-	b = binary.AppendUvarint(b, uint64(e.Stream))
-	b = binary.AppendVarint(b, e.TimeNano)
-	b = binary.AppendVarint(b, int64(e.ExitCode))
-	b = binary.AppendVarint(b, int64(e.Signal))
-	var flags uint64
-	if e.Signaled {
-		flags |= endSignaled
-	}
-	if e.Known {
-		flags |= endKnown
-	}
-	if e.Exec {
-		flags |= endExec
-	}
-	if e.Detached {
-		flags |= endDetached
-	}
-	b = binary.AppendUvarint(b, flags)
-	b = binary.AppendUvarint(b, e.DroppedAllocs)
-	b = binary.AppendUvarint(b, e.DroppedFrees)
-	b = binary.AppendUvarint(b, e.LostBytes)
-	if e.HighWater != 0 || e.MaxRSS != 0 || e.Finished != 0 || e.Ring != 0 { // appended later, optional: older readers skip it
-		b = binary.AppendUvarint(b, e.HighWater)
-		b = binary.AppendUvarint(b, e.MaxRSS)
-		b = binary.AppendVarint(b, e.Finished)
-		b = binary.AppendUvarint(b, e.Ring)
-	}
-	return b
-}
-
-func appendRSS(b []byte, r *RSS) []byte {
-	b = binary.AppendUvarint(b, uint64(r.Stream))
-	b = binary.AppendVarint(b, r.TimeNano)
-	b = binary.AppendUvarint(b, r.Bytes)
-	if r.HighWater != 0 { // appended later, optional: older readers skip it
-		b = binary.AppendUvarint(b, r.HighWater)
-	}
-	return b
 }
 
 // errShort and friends describe why a body failed to decode.
@@ -315,345 +106,176 @@ var (
 	errBodySize = errors.New("body length exceeds limit or remaining payload")
 )
 
-// decoder reads fields from one record body. The first error sticks and
-// every later read returns zero, so decode functions check once at the end.
-// Trailing bytes after the known fields are ignored: they are fields appended
-// by a newer writer.
-type decoder struct {
-	b   []byte
-	err error
+// A codec writes or reads one record body with the field encodings of
+// docs/capture-format.md. Each record type lists its fields once, in its
+// code method (records.go), and that one list both encodes a record
+// (appending to b) and decodes one (reading b): the two cannot disagree.
+//
+// Decoding, the first error sticks and every later read yields zero, so
+// a body is checked once at its end; bytes after the known fields are
+// ignored: they are fields appended by a newer writer. Encoding allocates
+// nothing when b has room.
+type codec struct {
+	b     []byte     // encoding: the body so far; decoding: what is left of it
+	dec   bool       // decoding
+	err   error      // the first error
+	base  *eventBase // what event times and addresses are relative to; nil: whole (version 1)
+	short int        // decoding: names cut to MaxName
 }
 
-func (d *decoder) fail(err error) {
-	if d.err == nil {
-		d.err = err
+func (c *codec) fail(err error) {
+	if c.err == nil {
+		c.err = err
 	}
-	d.b = nil
+	c.b = nil
 }
 
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		if n == 0 {
-			d.fail(errShort)
-		} else {
-			d.fail(errVarint)
-		}
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		if n == 0 {
-			d.fail(errShort)
-		} else {
-			d.fail(errVarint)
-		}
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) u32() uint32 {
-	v := d.uvarint()
-	if v > math.MaxUint32 {
-		d.fail(errRange)
-		return 0
-	}
-	return uint32(v)
-}
-
-func (d *decoder) u8() uint8 {
-	v := d.uvarint()
-	if v > math.MaxUint8 {
-		d.fail(errRange)
-		return 0
-	}
-	return uint8(v)
-}
-
-func (d *decoder) int() int {
-	v := d.varint()
-	if int64(int(v)) != v {
-		d.fail(errRange)
-		return 0
-	}
-	return int(v)
-}
-
-// count reads an element count and rejects counts that could not fit in the
-// remaining bytes given each element takes at least minSize bytes, so a
-// corrupt count never drives a large allocation.
-func (d *decoder) count(minSize int) int {
-	n := d.uvarint()
-	if d.err != nil {
-		return 0
-	}
-	if n > uint64(len(d.b)/minSize) {
-		d.fail(errCount)
-		return 0
-	}
-	return int(n)
-}
-
-func (d *decoder) string() string {
-	n := d.uvarint()
-	if d.err != nil {
-		return ""
-	}
-	if n > uint64(len(d.b)) {
-		d.fail(errShort)
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
-}
-
-func (d *decoder) strings() []string {
-	n := d.count(1)
+// bad fails on a varint that binary.Uvarint or Varint could not read (n).
+func (c *codec) bad(n int) {
 	if n == 0 {
-		return nil
+		c.fail(errShort)
+	} else {
+		c.fail(errVarint)
 	}
-	ss := make([]string, n)
-	for i := range ss {
-		ss[i] = d.string()
-	}
-	return ss
 }
 
-func (d *decoder) id() uint64 {
-	v := d.uvarint()
-	if v == 0 && d.err == nil {
-		d.fail(errZeroID)
+// more says whether optional fields appended later follow: encoding,
+// whether they are set (present); decoding, whether bytes remain.
+func (c *codec) more(present bool) bool {
+	if c.dec {
+		return len(c.b) > 0
 	}
+	return present
+}
+
+// getUvarint decodes a uvarint of at most max.
+func (c *codec) getUvarint(max uint64) uint64 {
+	v, n := binary.Uvarint(c.b)
+	switch {
+	case n <= 0:
+		c.bad(n)
+		return 0
+	case v > max:
+		c.fail(errRange)
+		return 0
+	}
+	c.b = c.b[n:]
 	return v
 }
 
-func decodeMeta(b []byte, m *Meta) error {
-	d := decoder{b: b}
-	m.FormatVersion = d.u32()
-	m.HeaplensVersion = d.string()
-	m.Rate = d.uvarint()
-	m.StartUnixNano = d.varint()
-	m.Command = d.strings()
-	m.Host = d.string()
-	if len(d.b) > 0 { // heaplens attach
-		m.AttachedPID = d.int()
-		if len(d.b) > 0 { // in another PID namespace
-			m.AttachedHostPID = d.int()
+// unsigned codes a uvarint field; a value its type cannot hold makes the
+// body bad. (Encoding is inlined: most fields of the hot records, Alloc
+// and Free, are written here.)
+func unsigned[T ~uint8 | ~uint32 | ~uint64](c *codec, v *T) {
+	if c.dec {
+		*v = T(c.getUvarint(uint64(^T(0))))
+		return
+	}
+	c.b = binary.AppendUvarint(c.b, uint64(*v))
+}
+
+// signed codes a varint field.
+func signed[T ~int | ~int64](c *codec, v *T) {
+	if !c.dec {
+		c.b = binary.AppendVarint(c.b, int64(*v))
+		return
+	}
+	x, n := binary.Varint(c.b)
+	switch {
+	case n <= 0:
+		c.bad(n)
+	case int64(T(x)) != x:
+		c.fail(errRange)
+		x = 0
+	default:
+		c.b = c.b[n:]
+	}
+	*v = T(x)
+}
+
+// id codes an ID field, which is never 0.
+func (c *codec) id(v *uint64) {
+	unsigned(c, v)
+	if *v == 0 && c.err == nil {
+		c.fail(errZeroID)
+	}
+}
+
+// event codes an event's time and address: relative to the chunk's
+// previous event (c.base, version 2), or whole (version 1).
+func (c *codec) event(t *int64, addr *uint64) {
+	switch {
+	case !c.dec:
+		c.b = c.base.put(c.b, *t, *addr)
+	case c.base == nil:
+		signed(c, t)
+		unsigned(c, addr)
+	default:
+		var dt, da int64
+		signed(c, &dt)
+		signed(c, &da)
+		*t, *addr = c.base.next(dt, da)
+	}
+}
+
+// flags codes booleans as the bits of one uvarint, the first lowest.
+func (c *codec) flags(bits ...*bool) {
+	var f uint64
+	for i, b := range bits {
+		if *b {
+			f |= 1 << i
 		}
 	}
-	return d.err
-}
-
-func decodeProcess(b []byte, p *Process) error {
-	d := decoder{b: b}
-	p.Stream = d.u32()
-	p.PID = d.int()
-	p.PPID = d.int()
-	p.StartMonoNano = d.varint()
-	p.StartUnixNano = d.varint()
-	p.Cmdline = d.strings()
-	p.Exe = d.string()
-	if len(d.b) > 0 { // appended in heaplens 0.2
-		p.Python = d.string()
-		p.PythonNote = d.string()
+	unsigned(c, &f)
+	for i, b := range bits {
+		*b = f&(1<<i) != 0
 	}
-	if len(d.b) > 0 { // appended in heaplens 0.3
-		p.Allocator = d.string()
+}
+
+func (c *codec) string(s *string) {
+	if !c.dec {
+		c.b = binary.AppendUvarint(c.b, uint64(len(*s)))
+		c.b = append(c.b, *s...)
+		return
 	}
-	return d.err
+	n := c.getUvarint(math.MaxUint64)
+	if n > uint64(len(c.b)) {
+		c.fail(errShort)
+	}
+	if c.err != nil {
+		return
+	}
+	*s = string(c.b[:n])
+	c.b = c.b[n:]
 }
 
-func decodeMapping(b []byte, m *Mapping) error {
-	d := decoder{b: b}
-	m.ID = d.id()
-	m.Stream = d.u32()
-	m.Start = d.uvarint()
-	m.Limit = d.uvarint()
-	m.Offset = d.uvarint()
-	m.LoadBias = d.uvarint()
-	m.File = d.string()
-	m.BuildID = d.string()
-	m.TimeNano = d.varint()
-	return d.err
+// name codes a function, file or module name, which decoding cuts to
+// MaxName bytes.
+func (c *codec) name(s *string) {
+	c.string(s)
+	if c.dec && len(*s) > MaxName {
+		*s = shortName(*s)
+		c.short++
+	}
 }
 
-func decodeLocation(b []byte, l *Location) error {
-	d := decoder{b: b}
-	l.ID = d.id()
-	l.MappingID = d.uvarint()
-	l.Address = d.uvarint()
-	if n := d.count(3); n > 0 { // a line is at least 3 bytes
-		l.Lines = make([]Line, n)
-		for i := range l.Lines {
-			ln := &l.Lines[i]
-			ln.Function = d.string()
-			ln.File = d.string()
-			ln.Line = d.int()
+// slice codes a count, then that many elements. Decoding rejects a count
+// that the remaining bytes could not hold at minSize bytes an element, so
+// that a corrupt count never drives a large allocation.
+func slice[T any](c *codec, s *[]T, minSize int, code func(*codec, *T)) {
+	n := uint64(len(*s))
+	unsigned(c, &n)
+	if c.dec {
+		if c.err != nil || n == 0 {
+			return
 		}
-	}
-	l.Kind, l.Method = KindNative, 0
-	if len(d.b) == 0 {
-		l.Kind = legacyKind(l)
-		return d.err
-	}
-	l.Kind = Kind(d.u8())
-	l.Method = d.u8()
-	if d.err == nil && l.Kind >= numKinds {
-		return fmt.Errorf("unknown location kind %d", l.Kind)
-	}
-	return d.err
-}
-
-// legacyKind is the kind of a location written before kinds were (the
-// appended field is absent): a Python frame was told by having no mapping
-// and a first line whose file is a .py file or a "<...>" pseudo-file such
-// as "<string>". Pool frames were never written.
-func legacyKind(l *Location) Kind {
-	if l.MappingID != 0 || len(l.Lines) == 0 {
-		return KindNative
-	}
-	f := l.Lines[0].File
-	if strings.HasSuffix(f, ".py") || strings.HasPrefix(f, "<") && strings.HasSuffix(f, ">") {
-		return KindPython
-	}
-	return KindNative
-}
-
-func decodeStack(b []byte, s *Stack) error {
-	d := decoder{b: b}
-	s.ID = d.id()
-	if n := d.count(1); n > 0 {
-		s.Locations = make([]uint64, n)
-		for i := range s.Locations {
-			s.Locations[i] = d.uvarint()
+		if n > uint64(len(c.b)/minSize) {
+			c.fail(errCount)
+			return
 		}
+		*s = make([]T, n)
 	}
-	return d.err
-}
-
-// decodeAlloc and decodeFree read the time and address relative to base
-// (version 2), or whole when base is nil (version 1).
-func decodeAlloc(b []byte, a *Alloc, base *eventBase) error {
-	d := decoder{b: b}
-	a.Stream = d.u32()
-	a.TID = d.u32()
-	a.TimeNano, a.Addr = eventAt(&d, base)
-	a.Size = d.uvarint()
-	a.StackID = d.uvarint()
-	a.Func = d.u8()
-	a.Origin, a.Method = 0, 0
-	if len(d.b) > 0 { // appended for thread pools
-		a.Origin = d.uvarint()
-		a.Method = d.u8()
+	for i := range *s {
+		code(c, &(*s)[i])
 	}
-	return d.err
-}
-
-func decodeOrigin(b []byte, o *Origin) error {
-	d := decoder{b: b}
-	o.Stream = d.u32()
-	o.Token = d.uvarint()
-	o.TID = d.u32()
-	o.TimeNano = d.varint()
-	o.StackID = d.uvarint()
-	return d.err
-}
-
-func decodeResident(b []byte, r *Resident) error {
-	d := decoder{b: b}
-	r.Stream = d.u32()
-	r.TimeNano = d.varint()
-	r.Addr = d.uvarint()
-	r.Size = d.uvarint()
-	r.Resident = d.uvarint()
-	return d.err
-}
-
-func decodeMalloc(b []byte, m *Malloc) error {
-	d := decoder{b: b}
-	m.Stream = d.u32()
-	m.TimeNano = d.varint()
-	m.Arena = d.uvarint()
-	m.Mmapped = d.uvarint()
-	m.InUse = d.uvarint()
-	m.Free = d.uvarint()
-	m.Keep = d.uvarint()
-	return d.err
-}
-
-func decodeMark(b []byte, m *Mark) error {
-	d := decoder{b: b}
-	m.Stream = d.u32()
-	m.TimeNano = d.varint()
-	m.Value = d.uvarint()
-	return d.err
-}
-
-func decodeFree(b []byte, f *Free, base *eventBase) error {
-	d := decoder{b: b}
-	f.Stream = d.u32()
-	f.TID = d.u32()
-	f.TimeNano, f.Addr = eventAt(&d, base)
-	return d.err
-}
-
-// eventAt reads an event's time and address, relative to base unless it is nil.
-func eventAt(d *decoder, base *eventBase) (int64, uint64) {
-	if base == nil {
-		return d.varint(), d.uvarint()
-	}
-	return base.get(d)
-}
-
-func decodeEnd(b []byte, e *End) error {
-	d := decoder{b: b}
-	e.Stream = d.u32()
-	e.TimeNano = d.varint()
-	e.ExitCode = d.int()
-	e.Signal = d.int()
-	flags := d.uvarint()
-	e.Signaled = flags&endSignaled != 0
-	e.Known = flags&endKnown != 0
-	e.Exec = flags&endExec != 0
-	e.Detached = flags&endDetached != 0
-	e.DroppedAllocs = d.uvarint()
-	e.DroppedFrees = d.uvarint()
-	e.LostBytes = d.uvarint()
-	if len(d.b) > 0 { // appended later (high-water marks)
-		e.HighWater = d.uvarint()
-		e.MaxRSS = d.uvarint()
-	}
-	if len(d.b) > 0 {
-		e.Finished = d.varint()
-	}
-	if len(d.b) > 0 {
-		e.Ring = d.uvarint()
-	}
-	return d.err
-}
-
-func decodeNote(b []byte, n *Note) error {
-	d := decoder{b: b}
-	n.Stream = d.u32()
-	n.Text = d.string()
-	return d.err
-}
-
-func decodeRSS(b []byte, r *RSS) error {
-	d := decoder{b: b}
-	r.Stream = d.u32()
-	r.TimeNano = d.varint()
-	r.Bytes = d.uvarint()
-	if len(d.b) > 0 { // appended later (high-water marks)
-		r.HighWater = d.uvarint()
-	}
-	return d.err
 }

@@ -211,50 +211,33 @@ func (a *assembler) add(rec *Record) error {
 			return nil
 		}
 	}
-	switch rec.Type {
-	case RecMeta:
-		if a.haveMeta {
-			c.Duplicates++
-			return nil
-		}
-		a.haveMeta = true
-		c.Meta = *rec.Meta
-	case RecProcess:
-		if a.streams[rec.Process.Stream] {
-			c.Duplicates++
-			return nil
-		}
-		a.streams[rec.Process.Stream] = true
-		c.Processes = append(c.Processes, rec.Process)
-		c.byStream[rec.Process.Stream] = rec.Process
-		c.indexed++
-	case RecMapping:
-		putOnce(c, c.Mappings, rec.Mapping.ID, rec.Mapping)
-	case RecLocation:
-		putOnce(c, c.Locations, rec.Location.ID, rec.Location)
-	case RecStack:
-		putOnce(c, c.Stacks, rec.Stack.ID, rec.Stack)
-	case RecAlloc:
-		c.Allocs = append(c.Allocs, rec.Alloc)
-	case RecFree:
-		c.Frees = append(c.Frees, rec.Free)
-		c.FreeOrder = append(c.FreeOrder, int32(len(c.Allocs))) // < MaxEvents: checked above
-	case RecEnd:
-		putOnce(c, c.Ends, rec.End.Stream, rec.End)
-	case RecRSS:
-		c.RSS = append(c.RSS, rec.RSS)
-	case RecOrigin:
-		c.Origins = append(c.Origins, rec.Origin)
-	case RecNote:
-		c.Notes = append(c.Notes, rec.Note)
-	case RecMark:
-		c.Marks = append(c.Marks, rec.Mark)
-	case RecMalloc:
-		c.Mallocs = append(c.Mallocs, rec.Malloc)
-	case RecResident:
-		c.Residents = append(c.Residents, rec.Resident)
+	if rec.Type.known() {
+		recordTypes[rec.Type].keep(a, rec)
 	}
 	return nil
+}
+
+// meta keeps the first Meta record.
+func (a *assembler) meta(rec *Record) {
+	if a.haveMeta {
+		a.c.Duplicates++
+		return
+	}
+	a.haveMeta = true
+	a.c.Meta = *rec.Meta
+}
+
+// process keeps the first Process record of each stream.
+func (a *assembler) process(rec *Record) {
+	c := a.c
+	if a.streams[rec.Process.Stream] {
+		c.Duplicates++
+		return
+	}
+	a.streams[rec.Process.Stream] = true
+	c.Processes = append(c.Processes, rec.Process)
+	c.byStream[rec.Process.Stream] = rec.Process
+	c.indexed++
 }
 
 // Process returns the process of a stream, or nil.

@@ -76,7 +76,7 @@ func (e *CorruptError) Error() string {
 // Unwrap returns the detail error.
 func (e *CorruptError) Unwrap() error { return e.Err }
 
-// Record is one decoded record. Type says which field is set. Pointer
+// Record is one record. Type says which field is set (recordTypes). Pointer
 // fields are freshly allocated and may be kept; Alloc and Free are values
 // overwritten by the next call to Reader.Next, so that the hot records are
 // decoded without allocating.
@@ -116,6 +116,7 @@ type Reader struct {
 	base    eventBase // the chunk's last event so far (version 2)
 
 	rec     Record
+	cod     codec // decodes rec: in the Reader, so that decoding does not allocate
 	skipped int
 	err     error
 
@@ -277,14 +278,6 @@ func splitAt(payload []byte, pos int) (RecordType, []byte, int, error) {
 // The longest real names (C++ template instances) stay far below it.
 const MaxName = 16 << 10
 
-// shorten cuts *s to MaxName bytes (shortName).
-func (r *Reader) shorten(s *string) {
-	if len(*s) > MaxName {
-		*s = shortName(*s)
-		r.shortened++
-	}
-}
-
 // shortName cuts a name longer than MaxName bytes at a character boundary,
 // marking the cut.
 func shortName(s string) string {
@@ -301,56 +294,17 @@ func (r *Reader) Shortened() int { return r.shortened }
 // decode decodes a known record into r.rec. It returns nil, nil for an
 // unknown type, which the caller skips.
 func (r *Reader) decode(t RecordType, body []byte) (*Record, error) {
+	if !t.known() {
+		return nil, nil
+	}
 	rec := &r.rec
 	*rec = Record{Type: t}
 	r.recEvent = t == RecAlloc || t == RecFree
-	var err error
-	switch t {
-	case RecMeta:
-		rec.Meta = new(Meta)
-		err = decodeMeta(body, rec.Meta)
-	case RecProcess:
-		rec.Process = new(Process)
-		err = decodeProcess(body, rec.Process)
-	case RecMapping:
-		rec.Mapping = new(Mapping)
-		err = decodeMapping(body, rec.Mapping)
-		r.shorten(&rec.Mapping.File)
-	case RecLocation:
-		rec.Location = new(Location)
-		err = decodeLocation(body, rec.Location)
-		for i := range rec.Location.Lines {
-			r.shorten(&rec.Location.Lines[i].Function)
-			r.shorten(&rec.Location.Lines[i].File)
-		}
-	case RecStack:
-		rec.Stack = new(Stack)
-		err = decodeStack(body, rec.Stack)
-	case RecAlloc:
-		err = decodeAlloc(body, &rec.Alloc, r.eventBase())
-	case RecFree:
-		err = decodeFree(body, &rec.Free, r.eventBase())
-	case RecEnd:
-		rec.End = new(End)
-		err = decodeEnd(body, rec.End)
-	case RecRSS:
-		err = decodeRSS(body, &rec.RSS)
-	case RecOrigin:
-		err = decodeOrigin(body, &rec.Origin)
-	case RecMark:
-		err = decodeMark(body, &rec.Mark)
-	case RecMalloc:
-		err = decodeMalloc(body, &rec.Malloc)
-	case RecResident:
-		err = decodeResident(body, &rec.Resident)
-	case RecNote:
-		rec.Note = new(Note)
-		err = decodeNote(body, rec.Note)
-	default:
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
+	r.cod = codec{b: body, dec: true, base: r.eventBase()}
+	rec.body().code(&r.cod)
+	r.shortened += r.cod.short
+	if r.cod.err != nil {
+		return nil, r.cod.err
 	}
 	return rec, nil
 }

@@ -36,13 +36,15 @@ type Writer struct {
 	chunks  int
 	closed  bool
 	obs     Observer
-	rec     Record // what obs is shown, reused: a record it keeps is copied
+	rec     Record // the record being written, and what obs is shown
+	cod     codec  // encodes rec: in the Writer, so that encoding does not allocate
 }
 
 // An Observer sees every record a Writer writes, as it is written: a
 // continuous profile kept beside the file (internal/fleet). It runs on the
 // writer's goroutine, so it must be quick; it must not modify the records,
-// and must copy the Record to keep it (the Writer reuses it), though it may
+// and must copy the Record to keep it (the Writer reuses it, and only its
+// field that Type names is current), though it may
 // keep the pointed-to records (Process, Mapping, Location, Stack, End,
 // Note), which the writer's callers never change after writing.
 type Observer interface {
@@ -101,12 +103,14 @@ func NewWriter(w io.Writer) (*Writer, error) {
 	if _, err := w.Write(hdr[:]); err != nil {
 		return nil, fmt.Errorf("capture: writing header: %w", err)
 	}
-	return &Writer{
+	wr := &Writer{
 		w:       w,
 		enc:     enc,
 		pending: make([]byte, 0, chunkTarget+4096),
 		scratch: make([]byte, 0, 256),
-	}, nil
+	}
+	wr.cod.base = &wr.base
+	return wr, nil
 }
 
 // newEncoder returns a zstd encoder for chunk payloads.
@@ -154,195 +158,103 @@ func (w *Writer) record(t RecordType) error {
 	return nil
 }
 
-// Meta writes the run description. It should be the first record.
-func (w *Writer) Meta(m *Meta) error {
+// WriteRecord writes a record of any type: the field of r.Type.
+func (w *Writer) WriteRecord(r *Record) error {
+	if !r.Type.known() {
+		return fmt.Errorf("capture: writing a record of unknown %v", r.Type)
+	}
+	w.rec = *r
+	return w.write(w.rec.body())
+}
+
+// write writes w.rec, whose fields are b. An ID of 0 fails this record
+// only; an error writing the file sticks.
+func (w *Writer) write(b body) error {
 	if w.err != nil {
 		return w.err
 	}
-	w.scratch = appendMeta(w.scratch[:0], m)
+	w.cod.b, w.cod.err = w.scratch[:0], nil
+	b.code(&w.cod)
+	w.scratch = w.cod.b
+	if w.cod.err != nil {
+		return fmt.Errorf("capture: %v record: %w", w.rec.Type, w.cod.err)
+	}
 	if w.obs != nil {
-		w.rec = Record{Type: RecMeta, Meta: m}
 		w.observe()
 	}
-	return w.record(RecMeta)
+	return w.record(w.rec.Type)
 }
+
+// The typed writers set only their field of w.rec (others are stale, as
+// Observers are told): the hot ones then copy 56 bytes, not a Record.
+
+// Meta writes the run description. It should be the first record.
+func (w *Writer) Meta(m *Meta) error { w.rec.Type, w.rec.Meta = RecMeta, m; return w.write(m) }
 
 // Process writes a stream's process description.
 func (w *Writer) Process(p *Process) error {
-	if w.err != nil {
-		return w.err
-	}
-	w.scratch = appendProcess(w.scratch[:0], p)
-	if w.obs != nil {
-		w.rec = Record{Type: RecProcess, Process: p}
-		w.observe()
-	}
-	return w.record(RecProcess)
+	w.rec.Type, w.rec.Process = RecProcess, p
+	return w.write(p)
 }
 
 // Mapping writes a loaded module. Mapping.ID must not be 0.
 func (w *Writer) Mapping(m *Mapping) error {
-	if w.err != nil {
-		return w.err
-	}
-	if m.ID == 0 {
-		return fmt.Errorf("capture: mapping %q has reserved ID 0", m.File)
-	}
-	w.scratch = appendMapping(w.scratch[:0], m)
-	if w.obs != nil {
-		w.rec = Record{Type: RecMapping, Mapping: m}
-		w.observe()
-	}
-	return w.record(RecMapping)
+	w.rec.Type, w.rec.Mapping = RecMapping, m
+	return w.write(m)
 }
 
 // Location writes a symbolized program counter. Location.ID must not be 0.
 func (w *Writer) Location(l *Location) error {
-	if w.err != nil {
-		return w.err
-	}
-	if l.ID == 0 {
-		return fmt.Errorf("capture: location at %#x has reserved ID 0", l.Address)
-	}
-	w.scratch = appendLocation(w.scratch[:0], l)
-	if w.obs != nil {
-		w.rec = Record{Type: RecLocation, Location: l}
-		w.observe()
-	}
-	return w.record(RecLocation)
+	w.rec.Type, w.rec.Location = RecLocation, l
+	return w.write(l)
 }
 
 // Stack writes a call stack. Stack.ID must not be 0.
-func (w *Writer) Stack(s *Stack) error {
-	if w.err != nil {
-		return w.err
-	}
-	if s.ID == 0 {
-		return fmt.Errorf("capture: stack has reserved ID 0")
-	}
-	w.scratch = appendStack(w.scratch[:0], s)
-	if w.obs != nil {
-		w.rec = Record{Type: RecStack, Stack: s}
-		w.observe()
-	}
-	return w.record(RecStack)
-}
+func (w *Writer) Stack(s *Stack) error { w.rec.Type, w.rec.Stack = RecStack, s; return w.write(s) }
 
 // Alloc writes a sampled allocation. It does not allocate.
 func (w *Writer) Alloc(a *Alloc) error {
-	if w.err != nil {
-		return w.err
-	}
-	w.scratch = appendAlloc(w.scratch[:0], a, &w.base)
-	if w.obs != nil {
-		w.rec = Record{Type: RecAlloc, Alloc: *a}
-		w.observe()
-	}
-	return w.record(RecAlloc)
+	w.rec.Type, w.rec.Alloc = RecAlloc, *a
+	return w.write(&w.rec.Alloc)
 }
 
 // Free writes the release of a sampled allocation. It does not allocate.
 func (w *Writer) Free(f *Free) error {
-	if w.err != nil {
-		return w.err
-	}
-	w.scratch = appendFree(w.scratch[:0], f, &w.base)
-	if w.obs != nil {
-		w.rec = Record{Type: RecFree, Free: *f}
-		w.observe()
-	}
-	return w.record(RecFree)
+	w.rec.Type, w.rec.Free = RecFree, *f
+	return w.write(&w.rec.Free)
 }
 
 // End writes how a stream finished and what it lost.
-func (w *Writer) End(e *End) error {
-	if w.err != nil {
-		return w.err
-	}
-	w.scratch = appendEnd(w.scratch[:0], e)
-	if w.obs != nil {
-		w.rec = Record{Type: RecEnd, End: e}
-		w.observe()
-	}
-	return w.record(RecEnd)
-}
+func (w *Writer) End(e *End) error { w.rec.Type, w.rec.End = RecEnd, e; return w.write(e) }
 
 // RSS writes a resident-set-size sample of a stream's process.
-func (w *Writer) RSS(r *RSS) error {
-	if w.err != nil {
-		return w.err
-	}
-	w.scratch = appendRSS(w.scratch[:0], r)
-	if w.obs != nil {
-		w.rec = Record{Type: RecRSS, RSS: *r}
-		w.observe()
-	}
-	return w.record(RecRSS)
-}
+func (w *Writer) RSS(r *RSS) error { w.rec.Type, w.rec.RSS = RecRSS, *r; return w.write(&w.rec.RSS) }
 
 // Note writes something a reader should be told.
-func (w *Writer) Note(n *Note) error {
-	if w.err != nil {
-		return w.err
-	}
-	w.scratch = appendNote(w.scratch[:0], n)
-	if w.obs != nil {
-		w.rec = Record{Type: RecNote, Note: n}
-		w.observe()
-	}
-	return w.record(RecNote)
-}
+func (w *Writer) Note(n *Note) error { w.rec.Type, w.rec.Note = RecNote, n; return w.write(n) }
 
 // Resident writes how much of a large block was resident.
 func (w *Writer) Resident(r *Resident) error {
-	if w.err != nil {
-		return w.err
-	}
-	w.scratch = appendResident(w.scratch[:0], r)
-	if w.obs != nil {
-		w.rec = Record{Type: RecResident, Resident: *r}
-		w.observe()
-	}
-	return w.record(RecResident)
+	w.rec.Type, w.rec.Resident = RecResident, *r
+	return w.write(&w.rec.Resident)
 }
 
 // Malloc writes what glibc's malloc held.
 func (w *Writer) Malloc(m *Malloc) error {
-	if w.err != nil {
-		return w.err
-	}
-	w.scratch = appendMalloc(w.scratch[:0], m)
-	if w.obs != nil {
-		w.rec = Record{Type: RecMalloc, Malloc: *m}
-		w.observe()
-	}
-	return w.record(RecMalloc)
+	w.rec.Type, w.rec.Malloc = RecMalloc, *m
+	return w.write(&w.rec.Malloc)
 }
 
 // Mark writes a point in time the program named (heaplens_mark).
 func (w *Writer) Mark(m *Mark) error {
-	if w.err != nil {
-		return w.err
-	}
-	w.scratch = appendMark(w.scratch[:0], m)
-	if w.obs != nil {
-		w.rec = Record{Type: RecMark, Mark: *m}
-		w.observe()
-	}
-	return w.record(RecMark)
+	w.rec.Type, w.rec.Mark = RecMark, *m
+	return w.write(&w.rec.Mark)
 }
 
 // Origin writes the stack of a thread that had work done by a pool.
 func (w *Writer) Origin(o *Origin) error {
-	if w.err != nil {
-		return w.err
-	}
-	w.scratch = appendOrigin(w.scratch[:0], o)
-	if w.obs != nil {
-		w.rec = Record{Type: RecOrigin, Origin: *o}
-		w.observe()
-	}
-	return w.record(RecOrigin)
+	w.rec.Type, w.rec.Origin = RecOrigin, *o
+	return w.write(&w.rec.Origin)
 }
 
 // Flush compresses the pending records, however few, into one chunk and

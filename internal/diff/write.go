@@ -26,6 +26,55 @@ type Run struct {
 // RunOf returns the Run of a capture read from path.
 func RunOf(path string, c *capture.Capture) Run { return Run{Path: path, Command: c.Meta.Command} }
 
+// A Format is one output of heaplens diff.
+type Format struct {
+	Name    string
+	OneView bool // compares one view only (leaks unless one is named)
+	Write   func(w io.Writer, in *Input) error
+}
+
+// Input is what a Format writes: per view compared, both runs' results
+// and their comparison.
+type Input struct {
+	Base, New Run
+	Results   [][2]*export.Result // per view: BASE's, NEW's
+	Compared  []*Result           // per view
+	Top       int                 // text: TextOptions.Top
+}
+
+// Formats lists every output once, in the order help shows them.
+var Formats = []Format{
+	{Name: "text", Write: func(w io.Writer, in *Input) error {
+		return Text(w, in.Base, in.New, in.Compared, TextOptions{Top: in.Top})
+	}},
+	{Name: "json", Write: func(w io.Writer, in *Input) error {
+		return JSON(w, in.Base, in.New, in.Compared)
+	}},
+	{Name: "pprof", OneView: true, Write: func(w io.Writer, in *Input) error {
+		r := in.Results[0]
+		return PProf(w, Side{r[0].Capture, r[0].Allocs(), r[0].Profile}, Side{r[1].Capture, r[1].Allocs(), r[1].Profile})
+	}},
+}
+
+// LookupFormat returns the format of that name, or nil.
+func LookupFormat(name string) *Format {
+	for i := range Formats {
+		if Formats[i].Name == name {
+			return &Formats[i]
+		}
+	}
+	return nil
+}
+
+// FormatNames lists the formats' names joined by sep, for help and errors.
+func FormatNames(sep string) string {
+	names := make([]string, len(Formats))
+	for i, f := range Formats {
+		names[i] = f.Name
+	}
+	return strings.Join(names, sep)
+}
+
 // TextOptions tune Text.
 type TextOptions struct {
 	Top int // sites listed per direction; 0 means 10, negative means all

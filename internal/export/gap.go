@@ -66,10 +66,7 @@ func GapLines(g *heap.Gap, start int64, indent string) []string {
 // RSS beside the heap is not split for them: one line per allocator. keep
 // chooses the processes (nil: all).
 func AllocatorNotes(c *capture.Capture, keep func(stream uint32) bool) []string {
-	sent := map[uint32]bool{}
-	for _, m := range c.Mallocs {
-		sent[m.Stream] = true
-	}
+	sent := heap.MallocReaders(c)
 	type group struct {
 		allocator string
 		asked     bool

@@ -117,10 +117,7 @@ func bestReading(c *capture.Capture, opt Options) *Gap {
 // readings, "" when they differ. Captures from before allocators were
 // named had glibc's readings only.
 func readingsAllocator(c *capture.Capture, opt Options) string {
-	sent := map[uint32]bool{}
-	for _, m := range c.Mallocs {
-		sent[m.Stream] = true
-	}
+	sent := MallocReaders(c)
 	name := ""
 	for _, p := range c.Processes {
 		if !sent[p.Stream] || !opt.keep(p.Stream) {
@@ -136,6 +133,16 @@ func readingsAllocator(c *capture.Capture, opt Options) string {
 		name = a
 	}
 	return name
+}
+
+// MallocReaders returns the streams whose allocator said what it held
+// (capture.Malloc readings).
+func MallocReaders(c *capture.Capture) map[uint32]bool {
+	sent := map[uint32]bool{}
+	for _, m := range c.Mallocs {
+		sent[m.Stream] = true
+	}
+	return sent
 }
 
 // setLive sets the heap from the live view at the Gap's moment.

@@ -197,29 +197,21 @@ func sortEvents(c *capture.Capture, ev *eventList, streams []uint32) {
 	}
 }
 
-// replayer replays Allocs and Frees of the covered streams in time order,
-// across streams, and keeps the estimated heap (Σ weight × size of live
-// samples) of each stream and of all of them. Which allocation each event
-// ends is known beforehand (match).
+// heapState is the estimated heap along a replay (Σ weight × size of the
+// live samples: in all, per stream and per kind of memory) and the ends of
+// the streams' processes, fed one event at a time in replay order: by a
+// replayer from the events in memory, by a streamer from the events as they
+// are read, so that the two give the same sums in the same order.
 //
 // A free of an address that is not live is counted in unmatched and
 // ignored. An allocation at an address that is already live replaces the
 // older block and counts in lost: the allocator cannot hand out a live
 // address, so the older block's free was lost.
-type replayer struct {
-	c       *capture.Capture
-	w       weigher
-	ev      eventList
-	streams []uint32 // stream of each stream index
-	next    int      // index of the next event to apply
-	match   *matching
-	ended   []int32 // by event: 1 + the Capture.Allocs index of the allocation it ends, 0 if none (match); complete up to where gather waited
-	// gathered holds, for the events from gatheredAt on, the size and
-	// function of the allocation each ends (gather).
-	gathered   []endedAlloc
-	gatheredAt int
-	total      float64
-	perStream  []float64 // by stream index
+type heapState struct {
+	w         weigher
+	next      int // events applied
+	total     float64
+	perStream []float64 // by stream index
 	// byKind is the heap by kind of memory (capture.MemKinds order), and
 	// perStreamKind the same per stream index.
 	byKind        [nKinds]float64
@@ -240,7 +232,87 @@ type replayer struct {
 	nextEnd int
 	endedAt []int32
 	onEnd   func(time int64, si uint32, total float64) // the timeline's hook, if any
+}
 
+// newHeapState returns the state before the first event of the streams
+// (by stream index, last: the time of each one's last event).
+func newHeapState(c *capture.Capture, streams []uint32, last []int64, mixed bool) heapState {
+	h := heapState{w: newWeigher(c.Meta.Rate), perStream: make([]float64, len(streams)),
+		endedAt: make([]int32, len(streams)), mixed: mixed}
+	if mixed {
+		h.perStreamKind = make([][nKinds]float64, len(streams))
+	}
+	h.ends = streamEnds(c, streams, last, h.endedAt)
+	return h
+}
+
+// apply applies the next event, at time t, of stream si: a free, or the
+// allocation a. old is the live block the event ends, nil if none.
+func (h *heapState) apply(t int64, si uint32, free bool, old *endedAlloc, a endedAlloc) {
+	h.endUntil(t - 1) // a stream's last records share its End's time
+	h.next++
+	if old == nil && free {
+		h.unmatched++
+		return
+	}
+	if old != nil {
+		// A free, or an allocation at the address of a live block whose
+		// free was lost. Its bytes are computed as when it was added, so
+		// the sums cancel exactly.
+		h.add(si, *old, -1)
+		if free {
+			return
+		}
+		h.lost++
+	}
+	h.add(si, a, 1)
+}
+
+// add adds sign × the estimated bytes of a block to the sums.
+func (h *heapState) add(si uint32, a endedAlloc, sign float64) {
+	b := sign * h.w.weight(a.size) * float64(a.size)
+	h.total += b
+	h.perStream[si] += b
+	if h.mixed {
+		k := kindIndex(a.fn)
+		h.byKind[k] += b
+		h.perStreamKind[si][k] += b
+	}
+}
+
+// endUntil ends the streams whose End is stamped at or before t.
+func (h *heapState) endUntil(t int64) {
+	for ; h.nextEnd < len(h.ends) && h.ends[h.nextEnd].time <= t; h.nextEnd++ {
+		e := h.ends[h.nextEnd]
+		h.total -= h.perStream[e.si]
+		h.perStream[e.si] = 0
+		if h.mixed {
+			for k, v := range h.perStreamKind[e.si] {
+				h.byKind[k] -= v
+			}
+			h.perStreamKind[e.si] = [nKinds]float64{}
+		}
+		h.endedAt[e.si] = int32(h.next)
+		if h.onEnd != nil {
+			h.onEnd(e.time, e.si, h.total)
+		}
+	}
+}
+
+// replayer replays Allocs and Frees of the covered streams in time order,
+// across streams, into a heapState. Which allocation each event ends is
+// known beforehand (match).
+type replayer struct {
+	heapState
+	c       *capture.Capture
+	ev      eventList
+	streams []uint32 // stream of each stream index
+	match   *matching
+	ended   []int32 // by event: 1 + the Capture.Allocs index of the allocation it ends, 0 if none (match); complete up to where gather waited
+	// gathered holds, for the events from gatheredAt on, the size and
+	// function of the allocation each ends (gather).
+	gathered   []endedAlloc
+	gatheredAt int
 }
 
 // streamEnd is the moment a covered stream's process ended.
@@ -252,19 +324,12 @@ type streamEnd struct {
 func newReplayer(c *capture.Capture, opt Options) *replayer {
 	ev, streams, mixed := events(c, opt)
 	m := match(c, &ev)
-	r := &replayer{c: c, w: newWeigher(c.Meta.Rate), ev: ev, streams: streams,
-		match: m, ended: m.ended, perStream: make([]float64, len(streams)), endedAt: make([]int32, len(streams)),
-		mixed: mixed}
-	if mixed {
-		r.perStreamKind = make([][nKinds]float64, len(streams))
-	}
 	last := make([]int64, len(streams))
 	for k := range ev.len() {
 		e := ev.at(k)
 		last[e.si] = max(last[e.si], e.time(c))
 	}
-	r.ends = streamEnds(c, streams, last, r.endedAt)
-	return r
+	return &replayer{heapState: newHeapState(c, streams, last, mixed), c: c, ev: ev, streams: streams, match: m, ended: m.ended}
 }
 
 // streamEnds returns the Ends of the streams (by stream index, last: the
@@ -284,25 +349,6 @@ func streamEnds(c *capture.Capture, streams []uint32, last []int64, endedAt []in
 	return ends
 }
 
-// endUntil ends the streams whose End is stamped at or before t.
-func (r *replayer) endUntil(t int64) {
-	for ; r.nextEnd < len(r.ends) && r.ends[r.nextEnd].time <= t; r.nextEnd++ {
-		e := r.ends[r.nextEnd]
-		r.total -= r.perStream[e.si]
-		r.perStream[e.si] = 0
-		if r.mixed {
-			for k, v := range r.perStreamKind[e.si] {
-				r.byKind[k] -= v
-			}
-			r.perStreamKind[e.si] = [nKinds]float64{}
-		}
-		r.endedAt[e.si] = int32(r.next)
-		if r.onEnd != nil {
-			r.onEnd(e.time, e.si, r.total)
-		}
-	}
-}
-
 // nKinds is the number of kinds of memory, capture.MemKinds.
 const nKinds = 3
 
@@ -317,15 +363,7 @@ func kindIndex(f uint8) int {
 	return 0
 }
 
-// addKind adds b bytes of kind k (kindIndex) to the heap of stream si.
-func (r *replayer) addKind(si uint32, k uint8, b float64) {
-	if r.mixed {
-		r.byKind[k] += b
-		r.perStreamKind[si][k] += b
-	}
-}
-
-// endedAlloc is what the replay reads of an allocation an event ends.
+// endedAlloc is what the replay reads of an allocation.
 type endedAlloc struct {
 	size uint64
 	fn   uint8
@@ -360,33 +398,15 @@ func (r *replayer) step() {
 		r.gather()
 	}
 	e := r.ev.at(k)
-	r.endUntil(e.time(r.c) - 1) // a stream's last records share its End's time
-	r.next++
-	if e.rec < 0 && r.ended[k] == 0 {
-		r.unmatched++
-		return
+	var old *endedAlloc
+	if r.ended[k] != 0 {
+		old = &r.gathered[k-r.gatheredAt]
 	}
-	if old := r.ended[k]; old != 0 {
-		// A free, or an allocation at the address of a live block whose
-		// free was lost. Its bytes are computed as when it was added, so
-		// the sums cancel exactly.
-		if e.rec >= 0 {
-			r.lost++
-		}
-		a := r.gathered[k-r.gatheredAt]
-		b := r.w.weight(a.size) * float64(a.size)
-		r.total -= b
-		r.perStream[e.si] -= b
-		r.addKind(e.si, uint8(kindIndex(a.fn)), -b)
-		if e.rec < 0 {
-			return
-		}
+	var a endedAlloc
+	if e.rec >= 0 {
+		a = endedAlloc{r.c.Allocs[e.rec].Size, r.c.Allocs[e.rec].Func}
 	}
-	a := &r.c.Allocs[e.rec]
-	b := r.w.weight(a.Size) * float64(a.Size)
-	r.total += b
-	r.perStream[e.si] += b
-	r.addKind(e.si, uint8(kindIndex(a.Func)), b)
+	r.apply(e.time(r.c), e.si, e.rec < 0, old, a)
 }
 
 // Live is the "live" view: the sampled allocations live at time at

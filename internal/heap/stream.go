@@ -47,6 +47,7 @@ type Prescan struct {
 	top      evKey             // the largest key read so far
 	late     uint64            // the most an event's time fell behind top's (unsigned: damaged times may be far apart)
 	sorted   bool              // every event's key is at least the one before's
+	mixed    bool              // allocations of more than one kind of memory (heapState.mixed)
 
 	prev, prevIndex uint32 // the last stream looked up, and its index
 }
@@ -87,6 +88,9 @@ func (p *Prescan) Observe(rec *capture.Record) {
 	k, ok := keyOf(rec)
 	if !ok {
 		return
+	}
+	if rec.Type == capture.RecAlloc {
+		p.mixed = p.mixed || kindIndex(rec.Alloc.Func) != 0
 	}
 	i := p.streamIndex(k.s)
 	p.last[i] = max(p.last[i], k.t)
@@ -233,23 +237,15 @@ func replayTo(c *capture.Capture, pre *Prescan, start int64, k int, gone func(si
 	return p, nil
 }
 
-// streamer replays events as they are read, as replayer does with events
-// in memory: same order, same matching, same sums in the same order.
+// streamer replays events as they are read into a heapState, as replayer
+// does with events in memory: same order, same matching (its own live set
+// instead of match), so the same sums in the same order.
 type streamer struct {
+	heapState
 	c     *capture.Capture
 	pre   *Prescan
-	w     weigher
 	start int64
-
-	total     float64
-	perStream []float64 // by stream index
-	ends      []streamEnd
-	nextEnd   int
-	endedAt   []int32 // by stream index, as replayer.endedAt
-	next      int     // events applied
-	stop      int     // apply no more than this many events; 0: all
-	unmatched int
-	lost      int
+	stop  int // apply no more than this many events; 0: all
 
 	live   liveSet     // ref: 1 + index in blocks
 	blocks []liveBlock // the live blocks, and holes listed in spare
@@ -301,11 +297,8 @@ type sevent struct {
 }
 
 func newStreamer(c *capture.Capture, pre *Prescan, start int64) *streamer {
-	n := len(pre.streams)
-	r := &streamer{c: c, pre: pre, w: newWeigher(c.Meta.Rate), start: start, live: newLiveSet(), readTop: math.MinInt64,
-		perStream: make([]float64, n), endedAt: make([]int32, n)}
-	r.ends = streamEnds(c, pre.streams, pre.last, r.endedAt)
-	return r
+	return &streamer{heapState: newHeapState(c, pre.streams, pre.last, pre.mixed), c: c, pre: pre, start: start,
+		live: newLiveSet(), readTop: math.MinInt64}
 }
 
 // more reports whether the replay applies more events (stop).
@@ -377,8 +370,9 @@ func (r *streamer) finish() error {
 	return nil
 }
 
-// apply applies one event, as replayer.step, and observes the state after
-// it as NewReplay does (the peak, the timeline's peak).
+// apply applies one event, keeping its live set beside the heap, and
+// observes the state after it as NewReplay does (the peak, the timeline's
+// peak).
 func (r *streamer) apply(e *sevent) {
 	t := e.key.t
 	if r.pend.ok && t != r.pend.t { // several events at one time: only the state after the last counts
@@ -388,39 +382,28 @@ func (r *streamer) apply(e *sevent) {
 	if r.wantGap && t > r.gapAt {
 		r.takeGap()
 	}
-	r.endUntil(t - 1) // a stream's last records share its End's time
-	r.next++
 	i, ok := r.live.lookup(e.si, e.addr)
-	if e.free && !ok {
-		r.unmatched++
-		r.observe(t)
-		return
+	var old *endedAlloc
+	var ref int32
+	if ok { // a free, or an allocation at the address of a live block whose free was lost
+		ref = r.live.slots[i].ref - 1
+		b := &r.blocks[ref]
+		old = &endedAlloc{b.size, b.fn}
+		if r.fold != nil {
+			r.fold.add(b.cell, -1, b.size)
+		}
 	}
-	if ok {
-		// A free, or an allocation at the address of a live block whose
-		// free was lost.
-		ref := r.live.slots[i].ref - 1
-		old := &r.blocks[ref]
-		b := r.w.weight(old.size) * float64(old.size)
-		r.total -= b
-		r.perStream[e.si] -= b
-		if r.fold != nil {
-			r.fold.add(old.cell, -1, old.size)
-		}
-		if e.free {
-			r.live.remove(i)
-			r.spare = append(r.spare, ref)
-			r.observe(t)
-			return
-		}
-		r.lost++
-		*old = e.b
-		if r.fold != nil {
-			old.cell = r.fold.cell(old)
-			r.fold.add(old.cell, 1, old.size)
-		}
-	} else {
-		ref := int32(len(r.blocks))
+	r.heapState.apply(t, e.si, e.free, old, endedAlloc{e.b.size, e.b.fn})
+	switch {
+	case e.free && ok:
+		r.live.remove(i)
+		r.spare = append(r.spare, ref)
+	case e.free:
+	case ok:
+		r.blocks[ref] = e.b
+		r.folded(ref)
+	default:
+		ref = int32(len(r.blocks))
 		if n := len(r.spare); n > 0 {
 			ref, r.spare = r.spare[n-1], r.spare[:n-1]
 			r.blocks[ref] = e.b
@@ -428,16 +411,18 @@ func (r *streamer) apply(e *sevent) {
 			r.blocks = append(r.blocks, e.b)
 		}
 		r.live.insert(i, liveSlot{addr: e.addr, ref: ref + 1, si: e.si})
-		if r.fold != nil {
-			b := &r.blocks[ref]
-			b.cell = r.fold.cell(b)
-			r.fold.add(b.cell, 1, b.size)
-		}
+		r.folded(ref)
 	}
-	b := r.w.weight(e.b.size) * float64(e.b.size)
-	r.total += b
-	r.perStream[e.si] += b
 	r.observe(t)
+}
+
+// folded adds a new live block to the peakFold, at rate 1.
+func (r *streamer) folded(ref int32) {
+	if r.fold != nil {
+		b := &r.blocks[ref]
+		b.cell = r.fold.cell(b)
+		r.fold.add(b.cell, 1, b.size)
+	}
 }
 
 // observe follows the peak after an event at time t (peak.observe), and
@@ -456,16 +441,6 @@ func (r *streamer) observe(t int64) {
 func (r *streamer) observeTotal() {
 	if r.pend.total > r.tlPeak.Bytes {
 		r.tlPeak = Point{r.pend.t, r.pend.total}
-	}
-}
-
-// endUntil is replayer.endUntil.
-func (r *streamer) endUntil(t int64) {
-	for ; r.nextEnd < len(r.ends) && r.ends[r.nextEnd].time <= t; r.nextEnd++ {
-		e := r.ends[r.nextEnd]
-		r.total -= r.perStream[e.si]
-		r.perStream[e.si] = 0
-		r.endedAt[e.si] = int32(r.next)
 	}
 }
 

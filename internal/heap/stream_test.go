@@ -26,9 +26,9 @@ func fileOrder(c *capture.Capture) []capture.Record {
 	return out
 }
 
-// streamed is Summarize of c, its events handed over as a file would.
-func streamed(t *testing.T, c *capture.Capture) *Summary {
-	t.Helper()
+// asFile returns c's events as a file hands them over, their Prescan, and
+// c without them, as capture.LoadEvents returns it.
+func asFile(c *capture.Capture) ([]capture.Record, *Prescan, *capture.Capture) {
 	recs := fileOrder(c)
 	pre := NewPrescan()
 	for i := range recs {
@@ -36,8 +36,15 @@ func streamed(t *testing.T, c *capture.Capture) *Summary {
 	}
 	bare := *c
 	bare.Allocs, bare.Frees, bare.FreeOrder = nil, nil, nil
+	return recs, pre, &bare
+}
+
+// streamed is Summarize of c, its events handed over as a file would.
+func streamed(t *testing.T, c *capture.Capture) *Summary {
+	t.Helper()
+	recs, pre, bare := asFile(c)
 	scans := 0
-	s, err := Summarize(&bare, pre, func(fn func(*capture.Record) bool) error {
+	s, err := Summarize(bare, pre, func(fn func(*capture.Record) bool) error {
 		scans++
 		for i := range recs {
 			rec := recs[i] // fn may not keep it, as with capture.ScanEvents
@@ -144,6 +151,52 @@ func TestSummarizeIsReplaySummary(t *testing.T) {
 				t.Errorf("the capture misses a case: %s", describe(want))
 			}
 		})
+	}
+}
+
+// A loaded replay (replayer: the events in memory) and a streamed one
+// (streamer: the events as a file hands them over, out of time order)
+// feed one heapState: after any number of events they hold the same sums,
+// bit for bit, in all, per stream and per kind of memory, with the same
+// counts and ends.
+func TestLoadedAndStreamedSumsAgree(t *testing.T) {
+	type sums struct {
+		Next, Unmatched, Lost, NextEnd int
+		Total                          float64
+		PerStream                      []float64
+		ByKind                         [nKinds]float64
+		PerStreamKind                  [][nKinds]float64
+		EndedAt                        []int32
+	}
+	of := func(h *heapState) sums {
+		return sums{h.next, h.unmatched, h.lost, h.nextEnd, h.total, h.perStream, h.byKind, h.perStreamKind, h.endedAt}
+	}
+	for _, rate := range []uint64{1, 4096} {
+		c := messy(5, rate, 6000)
+		recs, pre, bare := asFile(c)
+		loaded := newReplayer(c, Options{})
+		n := loaded.ev.len()
+		for _, k := range []int{1, 7, n / 3, n/3 + 1, n / 2, n - 1, n} {
+			for loaded.next < k {
+				loaded.step()
+			}
+			s := newStreamer(bare, pre, Start(c))
+			s.stop = k
+			for i := range recs {
+				if rec := recs[i]; !s.read(&rec) {
+					break
+				}
+			}
+			if err := s.finish(); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := of(&s.heapState), of(&loaded.heapState); !reflect.DeepEqual(got, want) {
+				t.Errorf("rate %d, after %d of %d events: streamed\n%+v\nloaded\n%+v", rate, k, n, got, want)
+			}
+		}
+		if h := &loaded.heapState; !h.mixed || h.unmatched == 0 || h.lost == 0 || h.nextEnd == 0 || h.byKind[1] == 0 || h.byKind[2] == 0 {
+			t.Errorf("rate %d: the capture misses a case: %+v", rate, of(h))
+		}
 	}
 }
 

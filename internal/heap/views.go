@@ -26,7 +26,7 @@ type Replay struct {
 	streams []uint32 // stream of each stream index (event.si)
 	ended   []int32  // by event: 1 + the index in c.Allocs of the allocation it ends, 0 if none (match)
 	ends    []streamEnd
-	endedAt []int32 // replayer.endedAt at the end
+	endedAt []int32 // heapState.endedAt at the end
 	pk      peak
 	tl      *Timeline
 

@@ -9,6 +9,10 @@ const (
 	Version    = 1
 	HeaderSize = 4096
 
+	// DefaultRate is the sampling period (mean bytes between samples) the
+	// agent and the library use when none is given.
+	DefaultRate = 512 << 10
+
 	FlagInitDone       = 1
 	FlagForked         = 2
 	FlagBackingStopped = 4  // the file system could back only `backed` bytes: records past them were dropped

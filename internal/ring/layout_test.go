@@ -40,7 +40,7 @@ func TestLayoutMatchesC(t *testing.T) {
 		"cmdline": offCmdline, "exe": offExe,
 	}
 	values := map[string]uint64{
-		"HL_RING_MAGIC": Magic, "HL_RING_VERSION": Version, "HL_RING_HEADER_SIZE": HeaderSize,
+		"HL_RING_MAGIC": Magic, "HL_RING_VERSION": Version, "HL_RING_HEADER_SIZE": HeaderSize, "HL_DEFAULT_RATE": DefaultRate,
 		"sizeof(((struct hl_ring_header *)0)->cmdline)": maxCmdline, "sizeof(((struct hl_ring_header *)0)->exe)": maxExe,
 		"HL_FLAG_INIT_DONE": FlagInitDone, "HL_FLAG_FORKED": FlagForked,
 		"HL_FLAG_BACKING_STOPPED": FlagBackingStopped, "HL_FLAG_NO_UNWIND": FlagNoUnwind,

@@ -49,8 +49,19 @@ func startServer(t *testing.T, dir string, seconds, leak int, flags ...string) *
 	t.Helper()
 	bin := build(t, dir, "leakserver.c")
 	args := append([]string{"run", "-q", "-o", filepath.Join(dir, "leak.hlc"), "--rate", strconv.Itoa(fleetRate), "--seed", "7"}, flags...)
-	args = append(args, "--", bin, strconv.Itoa(seconds), strconv.Itoa(leak))
+	return startRun(t, append(args, "--", bin, strconv.Itoa(seconds), strconv.Itoa(leak)), nil, nil)
+}
+
+// startRun runs heaplens with args in the background, with env added to
+// the environment. The workload prints "tick N ..." after each tick's
+// leak: s.ticks follows N, and tick, if not nil, gets each such line's
+// fields.
+func startRun(t *testing.T, args, env []string, tick func(f []string)) *server {
+	t.Helper()
 	s := &server{cmd: exec.Command(heaplensBin(t), args...), url: make(chan string, 1), done: make(chan struct{})}
+	if env != nil {
+		s.cmd.Env = append(os.Environ(), env...)
+	}
 	out, err := s.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -68,8 +79,11 @@ func startServer(t *testing.T, dir string, seconds, leak int, flags ...string) *
 		defer wg.Done()
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if f := strings.Fields(sc.Text()); len(f) == 4 && f[0] == "tick" {
+			if f := strings.Fields(sc.Text()); len(f) >= 3 && f[0] == "tick" {
 				n, _ := strconv.ParseInt(f[1], 10, 64)
+				if tick != nil {
+					tick(f)
+				}
 				s.ticks.Store(n)
 			}
 		}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"math"
 	"net"
 	"os"
@@ -73,25 +72,32 @@ func startCollector(t *testing.T, dir string, port int, out string) *collector {
 // fileConfig is a collector configuration that receives OTLP profiles over
 // protocol (http or grpc) on a loopback port and writes them to out.
 func fileConfig(protocol string, port int, out string) string {
+	return collectorConfig(protocol, port, "profiles", "file", fmt.Sprintf(`
+    path: %s
+    format: proto
+    flush_interval: 100ms`, out))
+}
+
+// collectorConfig is a collector configuration whose one pipeline (of
+// signal) receives OTLP over protocol on a loopback port and hands it to
+// the exporter with settings (YAML indented under it).
+func collectorConfig(protocol string, port int, signal, exporter, settings string) string {
 	return fmt.Sprintf(`receivers:
   otlp:
     protocols:
       %s:
         endpoint: 127.0.0.1:%d
 exporters:
-  file:
-    path: %s
-    format: proto
-    flush_interval: 100ms
+  %s:%s
 service:
   telemetry:
     metrics:
       level: none
   pipelines:
-    profiles:
+    %s:
       receivers: [otlp]
-      exporters: [file]
-`, protocol, port, out)
+      exporters: [%s]
+`, protocol, port, exporter, settings, signal, exporter)
 }
 
 // startCollectorConfig runs the collector with a configuration, until it
@@ -310,59 +316,14 @@ func startPyLeak(t *testing.T, dir string, seconds int, env []string, flags ...s
 	}
 	args := append([]string{"run", "-q", "-o", filepath.Join(dir, "pyleak.hlc"), "--rate", strconv.Itoa(fleetRate), "--seed", "7"}, flags...)
 	args = append(args, "--", py, filepath.Join(root, "test", "workloads", "pyleakserver.py"), strconv.Itoa(seconds))
-	p := &pyLeak{server: &server{cmd: exec.Command(heaplensBin(t), args...), url: make(chan string, 1), done: make(chan struct{})}}
-	s := p.server
-	s.cmd.Env = append(os.Environ(), env...)
-	out, err := s.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	errp, err := s.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if f := strings.Fields(sc.Text()); len(f) == 3 && f[0] == "tick" {
-				n, _ := strconv.ParseInt(f[1], 10, 64)
-				at, _ := strconv.ParseInt(f[2], 10, 64)
-				p.mu.Lock()
-				p.times = append(p.times, at)
-				p.mu.Unlock()
-				s.ticks.Store(n)
-			}
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		io.Copy(lockedWriter{s}, errp)
-	}()
-	go func() {
-		wg.Wait()
-		s.cmd.Wait()
-		s.code = s.cmd.ProcessState.ExitCode()
-		close(s.done)
-	}()
-	t.Cleanup(func() {
-		s.cmd.Process.Kill()
-		<-s.done
+	p := &pyLeak{}
+	p.server = startRun(t, args, env, func(f []string) {
+		at, _ := strconv.ParseInt(f[2], 10, 64)
+		p.mu.Lock()
+		p.times = append(p.times, at)
+		p.mu.Unlock()
 	})
 	return p
-}
-
-type lockedWriter struct{ s *server }
-
-func (w lockedWriter) Write(b []byte) (int, error) {
-	w.s.mu.Lock()
-	defer w.s.mu.Unlock()
-	return w.s.stderr.Write(b)
 }
 
 // leakLine is the line of test/workloads/pyleakserver.py that leaks.
@@ -599,25 +560,10 @@ func TestOTLPAttach(t *testing.T) {
 	dir := t.TempDir()
 	port, grpcPort := freePort(t), freePort(t)
 	col := startCollectorConfig(t, dir, grpcPort, filepath.Join(dir, "attach.otlp"), fileConfig("grpc", grpcPort, filepath.Join(dir, "attach.otlp")))
-	gateway := startCollectorConfig(t, dir, port, "", fmt.Sprintf(`receivers:
-  otlp:
-    protocols:
-      http:
-        endpoint: 127.0.0.1:%d
-exporters:
-  otlp_grpc/next:
+	gateway := startCollectorConfig(t, dir, port, "", collectorConfig("http", port, "profiles", "otlp_grpc/next", fmt.Sprintf(`
     endpoint: 127.0.0.1:%d
     tls:
-      insecure: true
-service:
-  telemetry:
-    metrics:
-      level: none
-  pipelines:
-    profiles:
-      receivers: [otlp]
-      exporters: [otlp_grpc/next]
-`, port, grpcPort))
+      insecure: true`, grpcPort)))
 	py := exec.Command("/usr/bin/python3", filepath.Join(root, "test", "workloads", "pyleakserver.py"), "10")
 	out, err := py.StdoutPipe()
 	if err != nil {
@@ -711,22 +657,7 @@ service:
 func TestOTLPRefusedByCollector(t *testing.T) {
 	dir := t.TempDir()
 	port := freePort(t)
-	col := startCollectorConfig(t, dir, port, "", fmt.Sprintf(`receivers:
-  otlp:
-    protocols:
-      http:
-        endpoint: 127.0.0.1:%d
-exporters:
-  debug: {}
-service:
-  telemetry:
-    metrics:
-      level: none
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [debug]
-`, port))
+	col := startCollectorConfig(t, dir, port, "", collectorConfig("http", port, "traces", "debug", " {}"))
 	p := startPyLeak(t, dir, 3, nil, "--otlp", fmt.Sprintf("http://127.0.0.1:%d", port), "--push-every", "1s")
 	p.wait(t, 2*time.Minute)
 	col.cmd.Process.Signal(syscall.SIGTERM)

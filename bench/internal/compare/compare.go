@@ -43,10 +43,11 @@ import (
 
 	"github.com/heaplens/heaplens/bench/internal/harness"
 	"github.com/heaplens/heaplens/bench/internal/peers"
+	"github.com/heaplens/heaplens/internal/ring"
 )
 
 // defaultRate is heaplens' default sampling period (512 KiB).
-const defaultRate = 512 << 10
+const defaultRate = ring.DefaultRate
 
 // Goals the issue holds the numbers to.
 const (

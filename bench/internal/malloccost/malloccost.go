@@ -23,11 +23,12 @@ import (
 	"time"
 
 	"github.com/heaplens/heaplens/bench/internal/harness"
+	"github.com/heaplens/heaplens/internal/ring"
 )
 
 // defaultRate is heaplens' default sampling period (512 KiB), the rate the
 // timing runs use: the overhead a user sees without tuning anything.
-const defaultRate = 512 << 10
+const defaultRate = ring.DefaultRate
 
 // neverRate is a sampling period so long that no allocation of a benchmark
 // is sampled: what remains is the pure unsampled fast path.
