@@ -243,13 +243,14 @@ func checkContainerFiles(t *testing.T, capPath, rootDir string) {
 // heaplens's stays in its /tmp or /dev/shm; 20 attach/detach cycles follow;
 // the service prints and exits exactly as an undisturbed twin.
 func TestAttachContainer(t *testing.T) {
+	t.Parallel() // mostly waiting for its services: beside the other container tests
 	r, ok := oldRootContainer(t)
 	if !ok {
 		return
 	}
 	hl := heaplensBin(t)
 	dir := t.TempDir()
-	bare, tg := containerTwins(t, r, "40")
+	bare, tg := containerTwins(t, r, "45")
 	pid := strconv.Itoa(tg.host)
 
 	t.Run("host", func(t *testing.T) {
@@ -443,6 +444,7 @@ func asNobody(t *testing.T, userns bool, args ...string) result {
 // again; each session finds its leak, nothing stays in the container, and
 // the service prints and exits as an undisturbed twin.
 func TestAttachRootlessContainer(t *testing.T) {
+	t.Parallel() // mostly waiting for its services: beside the other container tests
 	r, ok := oldRootContainer(t)
 	if !ok {
 		return
@@ -477,6 +479,7 @@ func TestAttachRootlessContainer(t *testing.T) {
 // rootless container's, a program under a seccomp filter, a program
 // another tracer traces.
 func TestAttachContainerRefusals(t *testing.T) {
+	t.Parallel() // mostly waiting for its services: beside the other container tests
 	r, ok := oldRootContainer(t)
 	if !ok {
 		return
@@ -558,6 +561,7 @@ func running(pid int) bool {
 // session, and nothing of heaplens's stays in the container's /tmp or
 // /dev/shm.
 func TestAttachContainerTargetExit(t *testing.T) {
+	t.Parallel() // mostly waiting for its services: beside the other container tests
 	r, ok := oldRootContainer(t)
 	if !ok {
 		return
@@ -595,6 +599,7 @@ func TestAttachContainerTargetExit(t *testing.T) {
 // written in its clock), and the capture's times are all in its clock, so
 // that the window is the session's and the leak is found in it.
 func TestAttachTimeNamespace(t *testing.T) {
+	t.Parallel() // mostly waiting for its services: beside the other container tests
 	dir := t.TempDir()
 	log := filepath.Join(dir, "log")
 	tg := startTarget(t, log, "unshare", "--time", "--monotonic", "86400", "--pid", "--fork",
