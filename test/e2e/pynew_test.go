@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -162,6 +163,70 @@ func TestPythonNewHooks(t *testing.T) {
 				t.Errorf("the run does not say that large objects were not sampled:\n%s", res.stderr)
 			}
 			checkSite(t, "keep_small retained", report(t, capPath, "leaks").atLine(script, smallLine), small, 64<<10, 0, nil)
+		})
+	}
+}
+
+// TestWheelAndPytestPluginNew is TestWheelAndPytestPlugin on 3.14 and 3.15,
+// inside the sid root: the wheel goes into a venv that sees Debian's numpy
+// and pytest (--system-site-packages; the root reaches no package index),
+// the C extension is built there with the root's gcc and the interpreter's
+// headers, and pytest --heaplens fails exactly the expected tests.
+func TestWheelAndPytestPluginNew(t *testing.T) {
+	wheels, _ := filepath.Glob(filepath.Join(testenv.Root, "dist", "heaplens-*-py3-none-*manylinux_*_x86_64.whl"))
+	if len(wheels) != 1 {
+		t.Fatalf("want one wheel in dist/, found %v: run make wheel (make test does)", wheels)
+	}
+	r, ok := testenv.SidRoot(t)
+	if !ok {
+		return
+	}
+	for _, py := range r.RootPythons(t) {
+		t.Run(py.Name, func(t *testing.T) {
+			w := inRoot(t, r)
+			wheel := w.copy(t, wheels[0])
+			project, projectIn := w.file("project")
+			if err := os.Mkdir(project, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{"test_limits.py", "native.c"} {
+				b, err := os.ReadFile(filepath.Join(testenv.Root, "test", "pytest_project", f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(project, f), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, venv := w.file("venv")
+			vpy := venv + "/bin/python"
+			// Each step inside the root, in the project's directory.
+			in := func(argv ...string) result {
+				return w.run(t, 5*time.Minute, nil, append([]string{"sh", "-c", `cd "$0" && exec "$@"`, projectIn}, argv...)...)
+			}
+			for _, argv := range [][]string{
+				{py.Path, "-m", "venv", "--system-site-packages", venv},
+				{venv + "/bin/pip", "install", "-q", "--no-index", "--no-deps", "--disable-pip-version-check", wheel},
+				{vpy, "-c", "import numpy, pytest"},
+				{"sh", "-c", `gcc -shared -fPIC -fopenmp -O1 -g -I"$("$0" -c "import sysconfig; print(sysconfig.get_paths()['include'])")" ` +
+					`-o native"$("$0" -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")" native.c`, vpy},
+			} {
+				if res := in(argv...); res.code != 0 {
+					testenv.Missing(t, "%v in the sid root failed (make sidroot installs python3.%d-venv, python3-numpy, python3-pytest, gcc): exit %d\n%s%s",
+						argv, py.Minor, res.code, res.stdout, res.stderr)
+					return
+				}
+			}
+			for _, argv := range [][]string{{venv + "/bin/heaplens", "version"}, {vpy, "-m", "heaplens", "version"}} {
+				if res := in(argv...); res.code != 0 || !strings.HasPrefix(res.stdout, "heaplens ") {
+					t.Errorf("%v: exit %d, %q %s", argv, res.code, res.stdout, res.stderr)
+				}
+			}
+			if plain := in(vpy, "-m", "pytest", "-q", "-p", "no:cacheprovider"); plain.code != 0 {
+				t.Errorf("pytest without --heaplens: exit %d\n%s%s", plain.code, plain.stdout, plain.stderr)
+			}
+			xmlPath, xmlIn := w.file("junit.xml")
+			checkPytestRun(t, in(vpy, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--heaplens", "--junitxml", xmlIn), xmlPath)
 		})
 	}
 }

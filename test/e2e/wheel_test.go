@@ -97,44 +97,51 @@ func TestWheelAndPytestPlugin(t *testing.T) {
 				t.Errorf("pytest without --heaplens: exit %d\n%s%s", plain.code, plain.stdout, plain.stderr)
 			}
 			xmlPath := filepath.Join(venv, "junit.xml")
-			r := runIn(t, project, nil, py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--heaplens", "--junitxml", xmlPath)
-			if r.code != 1 {
-				t.Errorf("pytest --heaplens: exit %d, want 1 (tests failed)\n%s%s", r.code, r.stdout, r.stderr)
-			}
-			b, err := os.ReadFile(xmlPath)
-			if err != nil {
-				t.Fatalf("no junit report: %v\n%s%s", err, r.stdout, r.stderr)
-			}
-			var rep junit
-			if err := xml.Unmarshal(b, &rep); err != nil {
-				t.Fatal(err)
-			}
-			seen := map[string]bool{}
-			for _, c := range rep.Cases {
-				seen[c.Name] = true
-				want, fails := pytestExpect[c.Name]
-				switch {
-				case c.Error != nil || c.Skipped != nil:
-					t.Errorf("%s: error or skipped: %+v", c.Name, c)
-				case fails && c.Failure == nil:
-					t.Errorf("%s passed; it must fail", c.Name)
-				case fails && !strings.Contains(c.Failure.Text, want):
-					t.Errorf("%s: the failure does not name %q:\n%s", c.Name, want, c.Failure.Text)
-				case !fails && c.Failure != nil:
-					t.Errorf("%s failed; it must pass:\n%s", c.Name, c.Failure.Text)
-				}
-			}
-			for _, name := range append(pytestPasses, keys(pytestExpect)...) {
-				if !seen[name] {
-					t.Errorf("%s did not run", name)
-				}
-			}
-			for _, want := range []string{"tests that leaked the most:", "test_openmp_leak_fails", "fill_cache (test_limits.py:"} {
-				if !strings.Contains(r.stdout, want) {
-					t.Errorf("the session's heaplens table lacks %q:\n%s", want, r.stdout)
-				}
-			}
+			checkPytestRun(t, runIn(t, project, nil, py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--heaplens", "--junitxml", xmlPath), xmlPath)
 		})
+	}
+}
+
+// checkPytestRun checks a run of the sample project with pytest --heaplens
+// and the junit report it wrote (xmlPath, on the host): exactly the
+// expected tests fail, naming the expected frames.
+func checkPytestRun(t *testing.T, r result, xmlPath string) {
+	t.Helper()
+	if r.code != 1 {
+		t.Errorf("pytest --heaplens: exit %d, want 1 (tests failed)\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	b, err := os.ReadFile(xmlPath)
+	if err != nil {
+		t.Fatalf("no junit report: %v\n%s%s", err, r.stdout, r.stderr)
+	}
+	var rep junit
+	if err := xml.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, c := range rep.Cases {
+		seen[c.Name] = true
+		want, fails := pytestExpect[c.Name]
+		switch {
+		case c.Error != nil || c.Skipped != nil:
+			t.Errorf("%s: error or skipped: %+v", c.Name, c)
+		case fails && c.Failure == nil:
+			t.Errorf("%s passed; it must fail", c.Name)
+		case fails && !strings.Contains(c.Failure.Text, want):
+			t.Errorf("%s: the failure does not name %q:\n%s", c.Name, want, c.Failure.Text)
+		case !fails && c.Failure != nil:
+			t.Errorf("%s failed; it must pass:\n%s", c.Name, c.Failure.Text)
+		}
+	}
+	for _, name := range append(pytestPasses, keys(pytestExpect)...) {
+		if !seen[name] {
+			t.Errorf("%s did not run", name)
+		}
+	}
+	for _, want := range []string{"tests that leaked the most:", "test_openmp_leak_fails", "fill_cache (test_limits.py:"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the session's heaplens table lacks %q:\n%s", want, r.stdout)
+		}
 	}
 }
 
