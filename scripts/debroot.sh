@@ -19,12 +19,15 @@ cache="${XDG_CACHE_HOME:-$HOME/.cache}"
 case "$kind" in
 sid)
 	name=sid-py suite=sid
-	stamp_text="heaplens sid root v2: python3.14 python3.15 gcc venv numpy pytest libomp testsuite"
+	stamp_text="heaplens sid root v4: python3.14 python3.15 gcc venv numpy openblas sklearn numexpr pytest libomp testsuite"
 	# gcc builds the tests' C extension modules against each interpreter;
-	# venv, numpy and pytest run the pytest plugin's sample project; libomp5
-	# runs the LLVM OpenMP pool test; the test suites are test/cpython's.
+	# venv, numpy and pytest run the pytest plugin's sample project; numpy
+	# over OpenBLAS (its pthread and OpenMP builds), scikit-learn (OpenMP),
+	# numexpr (its own pool) and libomp5 run the pool tests; the test suites
+	# are test/cpython's.
 	pkgs=(python3.14 python3.14-dev python3.14-venv python3.15 python3.15-dev python3.15-venv gcc libc6-dev
-		python3-numpy python3-pytest libomp5 libpython3.14-testsuite libpython3.15-testsuite)
+		python3-numpy libopenblas0-pthread libopenblas0-openmp python3-sklearn python3-numexpr python3-pytest libomp5
+		libpython3.14-testsuite libpython3.15-testsuite)
 	;;
 bullseye)
 	name=bullseye suite=bullseye
