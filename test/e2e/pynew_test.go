@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -173,31 +172,13 @@ func TestPythonNewHooks(t *testing.T) {
 // the C extension is built there with the root's gcc and the interpreter's
 // headers, and pytest --heaplens fails exactly the expected tests.
 func TestWheelAndPytestPluginNew(t *testing.T) {
-	wheels, _ := filepath.Glob(filepath.Join(testenv.Root, "dist", "heaplens-*-py3-none-*manylinux_*_x86_64.whl"))
-	if len(wheels) != 1 {
-		t.Fatalf("want one wheel in dist/, found %v: run make wheel (make test does)", wheels)
-	}
-	r, ok := testenv.SidRoot(t)
-	if !ok {
-		return
-	}
-	for _, py := range r.RootPythons(t) {
-		t.Run(py.Name, func(t *testing.T) {
-			w := inRoot(t, r)
-			wheel := w.copy(t, wheels[0])
+	hostWheel := theWheel(t)
+	for _, py := range rootPythons(t) {
+		t.Run(py.name, func(t *testing.T) {
+			w := py.where(t)
+			wheel := w.copy(t, hostWheel)
 			project, projectIn := w.file("project")
-			if err := os.Mkdir(project, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			for _, f := range []string{"test_limits.py", "native.c"} {
-				b, err := os.ReadFile(filepath.Join(testenv.Root, "test", "pytest_project", f))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(filepath.Join(project, f), b, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			sampleProject(t, project)
 			_, venv := w.file("venv")
 			vpy := venv + "/bin/python"
 			// Each step inside the root, in the project's directory.
@@ -205,7 +186,7 @@ func TestWheelAndPytestPluginNew(t *testing.T) {
 				return w.run(t, 5*time.Minute, nil, append([]string{"sh", "-c", `cd "$0" && exec "$@"`, projectIn}, argv...)...)
 			}
 			for _, argv := range [][]string{
-				{py.Path, "-m", "venv", "--system-site-packages", venv},
+				{py.path, "-m", "venv", "--system-site-packages", venv},
 				{venv + "/bin/pip", "install", "-q", "--no-index", "--no-deps", "--disable-pip-version-check", wheel},
 				{vpy, "-c", "import numpy, pytest"},
 				{"sh", "-c", `gcc -shared -fPIC -fopenmp -O1 -g -I"$("$0" -c "import sysconfig; print(sysconfig.get_paths()['include'])")" ` +
@@ -213,7 +194,7 @@ func TestWheelAndPytestPluginNew(t *testing.T) {
 			} {
 				if res := in(argv...); res.code != 0 {
 					testenv.Missing(t, "%v in the sid root failed (make sidroot installs python3.%d-venv, python3-numpy, python3-pytest, gcc): exit %d\n%s%s",
-						argv, py.Minor, res.code, res.stdout, res.stderr)
+						argv, py.minor, res.code, res.stdout, res.stderr)
 					return
 				}
 			}

@@ -92,13 +92,9 @@ func TestRealLibraryPools(t *testing.T) {
 // sid root, with what Debian builds for them there: numpy over OpenBLAS's
 // pthread pool and its OpenMP build, scikit-learn and numexpr (no torch).
 func TestRealLibraryPoolsNew(t *testing.T) {
-	r, ok := testenv.SidRoot(t)
-	if !ok {
-		return
-	}
-	for _, py := range r.RootPythons(t) {
-		t.Run(py.Name, func(t *testing.T) {
-			realPools(t, py.Path, func(t *testing.T) where { return inRoot(t, r) }, r.Dir, map[string]string{"blas": "numpy", "blas-openmp": "numpy", "sklearn": "sklearn", "numexpr": "numexpr"})
+	for _, py := range rootPythons(t) {
+		t.Run(py.name, func(t *testing.T) {
+			realPools(t, py.path, py.where, py.root.Dir, map[string]string{"blas": "numpy", "blas-openmp": "numpy", "sklearn": "sklearn", "numexpr": "numexpr"})
 		})
 	}
 }

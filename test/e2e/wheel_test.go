@@ -45,31 +45,17 @@ type junit struct {
 // with pytest --heaplens: exactly the expected tests fail, naming the
 // expected frames, and heaplens runs from the venv both ways.
 func TestWheelAndPytestPlugin(t *testing.T) {
-	wheels, _ := filepath.Glob(filepath.Join(testenv.Root, "dist", "heaplens-*-py3-none-*manylinux_*_x86_64.whl"))
-	if len(wheels) != 1 {
-		t.Fatalf("want one wheel in dist/, found %v: run make wheel (make test does)", wheels)
-	}
+	wheel := theWheel(t)
 	dir := t.TempDir()
 	project := filepath.Join(dir, "project")
-	if err := os.MkdirAll(project, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"test_limits.py", "native.c"} {
-		b, err := os.ReadFile(filepath.Join(testenv.Root, "test", "pytest_project", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(project, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sampleProject(t, project)
 	for _, py := range testenv.Pythons(t) {
 		t.Run(py.Name, func(t *testing.T) {
 			venv := filepath.Join(dir, py.Name)
 			if r := run(t, 2*time.Minute, py.Path, "-m", "venv", venv); r.code != 0 {
 				t.Fatalf("%s -m venv: %s", py.Path, r.stderr)
 			}
-			pip := run(t, 5*time.Minute, filepath.Join(venv, "bin", "pip"), "install", "-q", "--disable-pip-version-check", wheels[0], "pytest", "numpy")
+			pip := run(t, 5*time.Minute, filepath.Join(venv, "bin", "pip"), "install", "-q", "--disable-pip-version-check", wheel, "pytest", "numpy")
 			if pip.code != 0 {
 				testenv.Missing(t, "pip install of the wheel, pytest and numpy into a %s venv failed: %s", py.Name, pip.stderr)
 				return
@@ -141,6 +127,33 @@ func checkPytestRun(t *testing.T, r result, xmlPath string) {
 	for _, want := range []string{"tests that leaked the most:", "test_openmp_leak_fails", "fill_cache (test_limits.py:"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("the session's heaplens table lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// theWheel is the wheel make wheel built.
+func theWheel(t *testing.T) string {
+	t.Helper()
+	wheels, _ := filepath.Glob(filepath.Join(testenv.Root, "dist", "heaplens-*-py3-none-*manylinux_*_x86_64.whl"))
+	if len(wheels) != 1 {
+		t.Fatalf("want one wheel in dist/, found %v: run make wheel (make test does)", wheels)
+	}
+	return wheels[0]
+}
+
+// sampleProject copies the pytest plugin's sample project into dir.
+func sampleProject(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"test_limits.py", "native.c"} {
+		b, err := os.ReadFile(filepath.Join(testenv.Root, "test", "pytest_project", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -143,10 +143,20 @@ func everyPython(t *testing.T) []pyWhere {
 	for _, py := range testenv.Pythons(t) {
 		all = append(all, pyWhere{py.Name, py.Path, py.Minor, nil})
 	}
-	if r, ok := testenv.SidRoot(t); ok {
-		for _, py := range r.RootPythons(t) {
-			all = append(all, pyWhere{py.Name, py.Path, py.Minor, &r})
-		}
+	return append(all, rootPythons(t)...)
+}
+
+// rootPythons returns the sid root's interpreters, failing t loudly for a
+// missing one or a missing root.
+func rootPythons(t *testing.T) []pyWhere {
+	t.Helper()
+	r, ok := testenv.SidRoot(t)
+	if !ok {
+		return nil
+	}
+	var all []pyWhere
+	for _, py := range r.RootPythons(t) {
+		all = append(all, pyWhere{py.Name, py.Path, py.Minor, &r})
 	}
 	return all
 }
