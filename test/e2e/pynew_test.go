@@ -175,6 +175,7 @@ func TestWheelAndPytestPluginNew(t *testing.T) {
 	hostWheel := theWheel(t)
 	for _, py := range rootPythons(t) {
 		t.Run(py.name, func(t *testing.T) {
+			t.Parallel()
 			w := py.where(t)
 			wheel := w.copy(t, hostWheel)
 			project, projectIn := w.file("project")
