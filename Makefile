@@ -86,7 +86,7 @@ test-cpython: deps bin/heaplens
 # The wheel: a static heaplens (no cgo: it runs on any glibc), the library,
 # and the Python package with the pytest plugin (docs/pytest.md).
 PYPKG = python/heaplens
-wheel: $(SO)
+wheel: $(SO) $(ATTACH_SO)
 	rm -rf $(PYPKG)/_bin $(PYPKG)/_lib && mkdir -p $(PYPKG)/_bin $(PYPKG)/_lib
 	CGO_ENABLED=0 $(GO) build -ldflags=-E=github.com/heaplens/heaplens/internal/sigstart.entry -o $(PYPKG)/_bin/heaplens ./cmd/heaplens
 	cp $(SO) $(PYPKG)/_lib/

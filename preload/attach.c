@@ -32,9 +32,17 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 
-#include "gomp.h"
-#include "heaplens.h"
-#include "internal.h"
+#include "attach.h"
+#include "blockset.h"
+#include "boot.h"
+#include "core.h"
+#include "heapstats.h"
+#include "hooks.h"
+#include "modules.h"
+#include "pools.h"
+#include "python.h"
+#include "ring.h"
+#include "stacks.h"
 
 struct hl_control hl_ctl __attribute__((aligned(64)));
 extern struct hl_control heaplens_control __attribute__((alias("hl_ctl"), visibility("default")));
@@ -50,15 +58,10 @@ extern struct hl_control heaplens_control __attribute__((alias("hl_ctl"), visibi
  */
 uintptr_t loader_lo, loader_len;
 
-/*
- * Every function routed to the library: the malloc family above; mmap,
- * munmap, mremap and sbrk (maps.c); the thread-pool wrappers (pools.c,
- * openmp.c), as preloaded.
- */
-#define HOOKED(X)                                                                              \
-	X(malloc) X(free) X(calloc) X(realloc) X(reallocarray) X(posix_memalign) X(aligned_alloc) \
-	X(memalign) X(valloc) X(pvalloc) X(malloc_usable_size) X(mmap) X(mmap64) X(munmap) X(mremap) X(sbrk) \
-	X(pthread_create) X(pthread_cond_wait) X(pthread_cond_timedwait) X(pthread_cond_clockwait) HL_GOMP(X)
+/* The table of routed functions (hooks.h's HL_HOOKED) fits the control block. */
+#define ONE(name, ...) +1
+_Static_assert(0 HL_HOOKED(ONE) <= HL_CONTROL_HOOKS, "HL_CONTROL_HOOKS in heaplens_ring.h");
+#undef ONE
 
 /* ---- sessions ---- */
 
@@ -238,14 +241,12 @@ __attribute__((constructor)) static void heaplens_attach_load(void)
 	pthread_atfork(NULL, NULL, attach_child);
 	on_exit(on_exit_mark, NULL);
 	uint32_t n = 0;
-#define NAME(f)                                                                   \
-	if (n < HL_CONTROL_HOOKS) {                                                 \
-		strncpy(CTL.name[n], #f, HL_CONTROL_NAME - 1);                          \
-		CTL.hook[n] = (uint64_t)(uintptr_t)&f;                                  \
-		CTL.real[n] = (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, #f);             \
-		n++;                                                                    \
-	}
-	HOOKED(NAME)
+#define NAME(f, ...)                                                       \
+	strncpy(CTL.name[n], #f, HL_CONTROL_NAME - 1);                      \
+	CTL.hook[n] = (uint64_t)(uintptr_t)&f;                              \
+	CTL.real[n] = (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, #f);         \
+	n++;
+	HL_HOOKED(NAME)
 #undef NAME
 	CTL.nhooks = n;
 	CTL.version = HL_CONTROL_VERSION;

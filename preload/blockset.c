@@ -5,7 +5,7 @@
  * bound to libc with RTLD_DEEPBIND) frees it correctly, and nothing is read
  * outside what the allocator handed out. One set holds the malloc family's
  * sampled blocks (hooks.c), one the Python objects (pymem.c). Declared in
- * internal.h.
+ * blockset.h.
  *
  * A block's address goes into a lock-free open-addressed table (word:
  * address | size << 48, sizes above 0xffff kept as 0xffff; 0 empty,
@@ -21,7 +21,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "blockset.h"
+#include "core.h"
+#include "ring.h"
+#include "sampler.h"
 
 #define PROBES 64
 #define ADDR(e) ((e) & ((1ull << 48) - 1))

@@ -17,7 +17,20 @@
 #include <sys/random.h>
 #include <sys/syscall.h>
 
-#include "internal.h"
+#include "blockset.h"
+#include "boot.h"
+#include "core.h"
+#include "heapstats.h"
+#include "hooks.h"
+#include "limits.h"
+#include "modules.h"
+#include "pools.h"
+#include "python.h"
+#include "ring.h"
+#include "sampler.h"
+#include "sanitizer.h"
+#include "seccomp.h"
+#include "stacks.h"
 
 #ifdef HEAPLENS_ATTACH
 /* Read on every call. Filled at load by attach.c. */

@@ -13,7 +13,8 @@
 #define _GNU_SOURCE
 #include <string.h>
 
-#include "internal.h"
+#include "core.h"
+#include "unwind.h"
 
 /* libgcc's own (not in its public header): the FDE holding pc, and the start of its function. */
 struct dwarf_eh_bases {

@@ -21,7 +21,9 @@
 #include <malloc.h>
 #include <stdint.h>
 
-#include "internal.h"
+#include "core.h"
+#include "heapstats.h"
+#include "ring.h"
 
 #define MIN_GAP_NS 1000000000ll
 #define COST_FACTOR 1000

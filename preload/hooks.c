@@ -14,7 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "attach.h"
+#include "blockset.h"
+#include "boot.h"
+#include "core.h"
+#include "hooks.h"
+#include "sampler.h"
 
 struct blockset sampled_blocks;
 

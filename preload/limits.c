@@ -12,7 +12,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "internal.h"
+#include "core.h"
+#include "limits.h"
 
 static int parse_u64(const char **s, uint64_t *v)
 {

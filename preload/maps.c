@@ -22,7 +22,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core.h"
+#include "hooks.h"
+#include "ring.h"
+#include "sampler.h"
 
 static void *sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {

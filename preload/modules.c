@@ -5,7 +5,9 @@
 #define _GNU_SOURCE
 #include <string.h>
 
-#include "internal.h"
+#include "core.h"
+#include "modules.h"
+#include "ring.h"
 
 /* ---- modules: what the Go side needs to symbolize a pc ---- */
 

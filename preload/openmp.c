@@ -22,9 +22,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
-
-#include "gomp.h"
+#include "core.h"
+#include "hooks.h"
+#include "pools.h"
+#include "ring.h"
 
 /* What a team thread runs instead of fn. first stays first: see GOMP_parallel_reductions. */
 struct region {
@@ -39,12 +40,12 @@ struct region {
 static void run_for(void *arg)
 {
 	const struct region *r = arg;
-	uint64_t prev = tls.origin;
-	uint32_t method = tls.origin_method;
+	uint64_t prev = tls.pool.origin;
+	uint32_t method = tls.pool.origin_method;
 	if (hl_tid() != r->origin)
-		tls.origin = r->token, tls.origin_method = HL_ORIGIN_OPENMP;
+		tls.pool.origin = r->token, tls.pool.origin_method = HL_ORIGIN_OPENMP;
 	r->fn(r->data);
-	tls.origin = prev, tls.origin_method = method;
+	tls.pool.origin = prev, tls.pool.origin_method = method;
 }
 
 /* Returns 0 when heaplens is inactive: call the runtime with fn and data unchanged. */
@@ -53,8 +54,8 @@ static int region_begin(struct region *r, omp_fn fn, void *data)
 	if (!hl_active())
 		return 0;
 	r->fn = fn, r->data = data, r->first = NULL, r->opened = 0;
-	if (tls.origin) { /* a nested region keeps the outer origin */
-		r->token = tls.origin;
+	if (tls.pool.origin) { /* a nested region keeps the outer origin */
+		r->token = tls.pool.origin;
 	} else {
 		r->token = origin_begin();
 		r->opened = 1;
@@ -221,9 +222,9 @@ static void *forward(struct fwd *tab, const char *name, const void *self, const 
 }
 
 #define SELF(name) ((const void *)(uintptr_t)name)
-#define REAL(name, type)          \
+#define REAL(name)                   \
 	static struct fwd tab_[FWD]; \
-	type real_ = (type)forward(tab_, #name, SELF(name), SELF(fn), __builtin_return_address(0), 1)
+	__typeof__(&name) real_ = (__typeof__(&name))forward(tab_, #name, SELF(name), SELF(fn), __builtin_return_address(0), 1)
 
 /* A region never runs on fewer threads than without heaplens: there is always a runtime to call. */
 #define RUN(call_real, call_wrapped)                   \
@@ -237,18 +238,10 @@ static void *forward(struct fwd *tab, const char *name, const void *self, const 
 		}                                      \
 	} while (0)
 
-typedef void (*parallel_t)(omp_fn, void *, unsigned, unsigned);
-EXPORT void GOMP_parallel(omp_fn fn, void *data, unsigned n, unsigned flags)
-{
-	REAL(GOMP_parallel, parallel_t);
-	RUN(real_(fn, data, n, flags), real_(run_for, &r_, n, flags));
-}
-
 /* The runtime reads the reduction list through *data: the region's first word carries it. */
-typedef unsigned (*reductions_t)(omp_fn, void *, unsigned, unsigned);
 EXPORT unsigned GOMP_parallel_reductions(omp_fn fn, void *data, unsigned n, unsigned flags)
 {
-	REAL(GOMP_parallel_reductions, reductions_t);
+	REAL(GOMP_parallel_reductions);
 	struct region r_;
 	if (!region_begin(&r_, fn, data))
 		return real_(fn, data, n, flags);
@@ -256,44 +249,6 @@ EXPORT unsigned GOMP_parallel_reductions(omp_fn fn, void *data, unsigned n, unsi
 	unsigned ret = real_(run_for, &r_, n, flags);
 	region_end(&r_);
 	return ret;
-}
-
-typedef void (*loop_t)(omp_fn, void *, unsigned, long, long, long, long, unsigned);
-#define LOOP(name)                                                                                         \
-	EXPORT void name(omp_fn fn, void *data, unsigned n, long a, long b, long c, long chunk, unsigned flags) \
-	{                                                                                                  \
-		REAL(name, loop_t);                                                                        \
-		RUN(real_(fn, data, n, a, b, c, chunk, flags), real_(run_for, &r_, n, a, b, c, chunk, flags)); \
-	}
-LOOP(GOMP_parallel_loop_static)
-LOOP(GOMP_parallel_loop_dynamic)
-LOOP(GOMP_parallel_loop_guided)
-LOOP(GOMP_parallel_loop_nonmonotonic_dynamic)
-LOOP(GOMP_parallel_loop_nonmonotonic_guided)
-
-typedef void (*loop_runtime_t)(omp_fn, void *, unsigned, long, long, long, unsigned);
-#define LOOP_RUNTIME(name)                                                                        \
-	EXPORT void name(omp_fn fn, void *data, unsigned n, long a, long b, long c, unsigned flags) \
-	{                                                                                         \
-		REAL(name, loop_runtime_t);                                                       \
-		RUN(real_(fn, data, n, a, b, c, flags), real_(run_for, &r_, n, a, b, c, flags));  \
-	}
-LOOP_RUNTIME(GOMP_parallel_loop_runtime)
-LOOP_RUNTIME(GOMP_parallel_loop_nonmonotonic_runtime)
-LOOP_RUNTIME(GOMP_parallel_loop_maybe_nonmonotonic_runtime)
-
-typedef void (*sections_t)(omp_fn, void *, unsigned, unsigned, unsigned);
-EXPORT void GOMP_parallel_sections(omp_fn fn, void *data, unsigned n, unsigned count, unsigned flags)
-{
-	REAL(GOMP_parallel_sections, sections_t);
-	RUN(real_(fn, data, n, count, flags), real_(run_for, &r_, n, count, flags));
-}
-
-typedef void (*teams_t)(omp_fn, void *, unsigned, unsigned, unsigned);
-EXPORT void GOMP_teams_reg(omp_fn fn, void *data, unsigned teams, unsigned limit, unsigned flags)
-{
-	REAL(GOMP_teams_reg, teams_t);
-	RUN(real_(fn, data, teams, limit, flags), real_(run_for, &r_, teams, limit, flags));
 }
 
 /*
@@ -335,37 +290,23 @@ static struct region *legacy_push(omp_fn fn, void *data, const void *ra)
 			call_real;                                                      \
 	} while (0)
 
-typedef void (*start_t)(omp_fn, void *, unsigned);
-EXPORT void GOMP_parallel_start(omp_fn fn, void *data, unsigned n)
-{
-	REAL(GOMP_parallel_start, start_t);
-	START(real_(fn, data, n), real_(run_for, r_, n));
-}
-
-typedef void (*sections_start_t)(omp_fn, void *, unsigned, unsigned);
-EXPORT void GOMP_parallel_sections_start(omp_fn fn, void *data, unsigned n, unsigned count)
-{
-	REAL(GOMP_parallel_sections_start, sections_start_t);
-	START(real_(fn, data, n, count), real_(run_for, r_, n, count));
-}
-
-typedef void (*loop_start_t)(omp_fn, void *, unsigned, long, long, long, long);
-#define LOOP_START(name)                                                                          \
-	EXPORT void name(omp_fn fn, void *data, unsigned n, long a, long b, long c, long chunk)     \
-	{                                                                                         \
-		REAL(name, loop_start_t);                                                         \
-		START(real_(fn, data, n, a, b, c, chunk), real_(run_for, r_, n, a, b, c, chunk)); \
+/* The mechanical wrappers, from hooks.h's list: the call with run_for and its region in place of fn and data. */
+#define ARGS(...) __VA_ARGS__
+#define WRAP_REGION(name, ret, params, rest)                                           \
+	EXPORT ret name params                                                         \
+	{                                                                              \
+		REAL(name);                                                            \
+		RUN(real_(fn, data, ARGS rest), real_(run_for, &r_, ARGS rest));       \
 	}
-LOOP_START(GOMP_parallel_loop_static_start)
-LOOP_START(GOMP_parallel_loop_dynamic_start)
-LOOP_START(GOMP_parallel_loop_guided_start)
-
-typedef void (*loop_runtime_start_t)(omp_fn, void *, unsigned, long, long, long);
-EXPORT void GOMP_parallel_loop_runtime_start(omp_fn fn, void *data, unsigned n, long a, long b, long c)
-{
-	REAL(GOMP_parallel_loop_runtime_start, loop_runtime_start_t);
-	START(real_(fn, data, n, a, b, c), real_(run_for, r_, n, a, b, c));
-}
+#define WRAP_START(name, ret, params, rest)                                            \
+	EXPORT ret name params                                                         \
+	{                                                                              \
+		REAL(name);                                                            \
+		START(real_(fn, data, ARGS rest), real_(run_for, r_, ARGS rest));      \
+	}
+#define WRAP_BY_HAND(name, ret, params, rest)
+#define WRAP(name, ret, params, rest, how) WRAP_##how(name, ret, params, rest)
+HL_GOMP(WRAP)
 
 EXPORT void GOMP_parallel_end(void)
 {
@@ -413,7 +354,7 @@ static void ompt_parallel_begin(ompt_data_t *task, const void *frame, ompt_data_
 				unsigned requested, int flags, const void *ra)
 {
 	(void)task, (void)frame, (void)requested, (void)flags, (void)ra;
-	parallel->value = tls.origin ? tls.origin : origin_begin();
+	parallel->value = tls.pool.origin ? tls.pool.origin : origin_begin();
 }
 
 static void ompt_parallel_end(ompt_data_t *parallel, ompt_data_t *task, int flags, const void *ra)
@@ -435,11 +376,11 @@ static void ompt_implicit_task(int endpoint, ompt_data_t *parallel, ompt_data_t 
 		task->value = 0;
 		if (!token || token >> 32 == hl_tid())
 			return;
-		task->value = OMPT_SET | tls.origin << OMPT_PREV_SHIFT;
-		tls.origin = token, tls.origin_method = HL_ORIGIN_OPENMP;
+		task->value = OMPT_SET | tls.pool.origin << OMPT_PREV_SHIFT;
+		tls.pool.origin = token, tls.pool.origin_method = HL_ORIGIN_OPENMP;
 	} else if (endpoint == OMPT_SCOPE_END && (task->value & OMPT_SET)) {
-		tls.origin = task->value >> OMPT_PREV_SHIFT;
-		tls.origin_method = tls.origin ? HL_ORIGIN_OPENMP : HL_ORIGIN_SELF;
+		tls.pool.origin = task->value >> OMPT_PREV_SHIFT;
+		tls.pool.origin_method = tls.pool.origin ? HL_ORIGIN_OPENMP : HL_ORIGIN_SELF;
 	}
 }
 

@@ -1,7 +1,7 @@
 /*
  * Thread pools inside libheaplens.so: who asked for this allocation?
  *
- * Every thread has an origin, the thread it currently works for (tls.origin,
+ * Every thread has an origin, the thread it currently works for (tls.pool.origin,
  * a token: origin tid << 32 | sequence number). A sampled allocation records
  * its origin and the method that decided it; the origin's own stack is sent
  * once per token as an ORIGIN record, which the agent stitches above the
@@ -25,8 +25,13 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "core.h"
 #include "heaplens.h"
-#include "internal.h"
+#include "hooks.h"
+#include "pools.h"
+#include "python.h"
+#include "sampler.h"
+#include "scratch.h"
 
 /* ---- slots: origin threads blocked on pool work ---- */
 
@@ -43,9 +48,9 @@ static uint64_t token_of(uint64_t s) { return (s >> 32 & S_TID) << 32 | (uint32_
 
 static uint64_t new_token(void)
 {
-	if (!++tls.origin_seq)
-		tls.origin_seq = 1;
-	return (uint64_t)hl_tid() << 32 | tls.origin_seq;
+	if (!++tls.pool.origin_seq)
+		tls.pool.origin_seq = 1;
+	return (uint64_t)hl_tid() << 32 | tls.pool.origin_seq;
 }
 
 /*
@@ -55,32 +60,32 @@ static uint64_t new_token(void)
  */
 uint64_t origin_begin(void)
 {
-	if (tls.open_depth++)
-		return tls.open_token;
-	tls.open_token = new_token();
-	tls.open_slot = -1;
-	uint64_t s = S_OPEN | (py_thread() ? S_PY : 0) | tls.open_token;
+	if (tls.pool.open_depth++)
+		return tls.pool.open_token;
+	tls.pool.open_token = new_token();
+	tls.pool.open_slot = -1;
+	uint64_t s = S_OPEN | (py_thread() ? S_PY : 0) | tls.pool.open_token;
 	for (uint32_t k = 0, t = hl_tid(); k < SLOTS; k++) {
 		uint32_t i = (t + k) % SLOTS;
 		uint64_t free_ = 0;
 		if (!__atomic_load_n(&slots[i], __ATOMIC_RELAXED) &&
 		    __atomic_compare_exchange_n(&slots[i], &free_, s, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-			tls.open_slot = (int)i;
+			tls.pool.open_slot = (int)i;
 			break;
 		}
 	}
-	return tls.open_token;
+	return tls.pool.open_token;
 }
 
 /* The wait is over: send this thread's stack if some sample asked for it. */
 void origin_end(void)
 {
-	if (!tls.open_depth || --tls.open_depth || tls.open_slot < 0)
+	if (!tls.pool.open_depth || --tls.pool.open_depth || tls.pool.open_slot < 0)
 		return;
-	uint64_t old = __atomic_exchange_n(&slots[tls.open_slot], 0, __ATOMIC_ACQ_REL);
-	tls.open_slot = -1;
+	uint64_t old = __atomic_exchange_n(&slots[tls.pool.open_slot], 0, __ATOMIC_ACQ_REL);
+	tls.pool.open_slot = -1;
 	if (old & S_WANTED)
-		record_origin(tls.open_token, 0);
+		record_origin(tls.pool.open_token, 0);
 }
 
 /* A sample made for token: ask its origin thread for its stack. */
@@ -122,11 +127,11 @@ static uint64_t fallback(int *waiting)
 int pool_origin(uint64_t *token)
 {
 	*token = 0;
-	if (tls.origin) {
-		*token = tls.origin;
-		if (tls.origin_method != HL_ORIGIN_API) /* API tokens sent their stack at capture */
-			want(tls.origin);
-		return (int)tls.origin_method;
+	if (tls.pool.origin) {
+		*token = tls.pool.origin;
+		if (tls.pool.origin_method != HL_ORIGIN_API) /* API tokens sent their stack at capture */
+			want(tls.pool.origin);
+		return (int)tls.pool.origin_method;
 	}
 	if (!py_foreign_thread())
 		return HL_ORIGIN_SELF;
@@ -134,7 +139,7 @@ int pool_origin(uint64_t *token)
 	if ((*token = fallback(&waiting)) != 0)
 		return HL_ORIGIN_FALLBACK;
 	/* With several waiting, the origin is one of them: say it is unknown. */
-	if (!waiting && (*token = tls.creator) != 0)
+	if (!waiting && (*token = tls.pool.creator) != 0)
 		return HL_ORIGIN_CREATOR;
 	return HL_ORIGIN_UNATTRIBUTED;
 }
@@ -150,8 +155,8 @@ void pools_atfork_child(void)
 {
 	for (uint32_t i = 0; i < SLOTS; i++)
 		slots[i] = 0;
-	tls.origin = 0, tls.origin_method = HL_ORIGIN_SELF, tls.creator = 0;
-	tls.open_depth = 0, tls.open_slot = -1, tls.open_token = 0;
+	tls.pool.origin = 0, tls.pool.origin_method = HL_ORIGIN_SELF, tls.pool.creator = 0;
+	tls.pool.open_depth = 0, tls.pool.open_slot = -1, tls.pool.open_token = 0;
 	reset_capture_cache();
 }
 
@@ -175,8 +180,8 @@ EXPORT uint64_t heaplens_pool_capture(void)
 {
 	if (!hl_active())
 		return 0;
-	if (tls.origin) /* a worker submitting more work passes its own origin on */
-		return tls.origin;
+	if (tls.pool.origin) /* a worker submitting more work passes its own origin on */
+		return tls.pool.origin;
 	tls.busy++;
 	scratch_get();
 	py_walk();
@@ -204,19 +209,19 @@ EXPORT uint64_t heaplens_pool_capture(void)
 }
 
 /* The previous origin, with its method in the top bits (tids fit in 29 bits). */
-static uint64_t pack_origin(void) { return tls.origin | (uint64_t)tls.origin_method << 61; }
+static uint64_t pack_origin(void) { return tls.pool.origin | (uint64_t)tls.pool.origin_method << 61; }
 
 static void set_origin(uint64_t packed)
 {
-	tls.origin = packed & ((1ull << 61) - 1);
-	tls.origin_method = (uint32_t)(packed >> 61);
+	tls.pool.origin = packed & ((1ull << 61) - 1);
+	tls.pool.origin_method = (uint32_t)(packed >> 61);
 }
 
 EXPORT uint64_t heaplens_pool_enter(uint64_t token)
 {
 	uint64_t prev = pack_origin();
 	if (token && token >> 32 != hl_tid()) /* work run by its own submitter is its own */
-		tls.origin = token, tls.origin_method = HL_ORIGIN_API;
+		tls.pool.origin = token, tls.pool.origin_method = HL_ORIGIN_API;
 	return prev;
 }
 
@@ -274,7 +279,7 @@ static void cond_ready(void)
  */
 static int pool_wait(const void *ra)
 {
-	return !tls.busy && !tls.origin && py_waiter((uintptr_t)ra);
+	return !tls.busy && !tls.pool.origin && py_waiter((uintptr_t)ra);
 }
 
 #define WAITING(ra, call)                     \
@@ -332,7 +337,7 @@ static void *started(void *p)
 	tls.busy++;
 	NEXT(free)(p);
 	tls.busy--;
-	tls.creator = s.token;
+	tls.pool.creator = s.token;
 	return s.fn(s.arg);
 }
 
@@ -350,8 +355,8 @@ EXPORT int HOOK(pthread_create)(pthread_t *t, const pthread_attr_t *a, void *(*f
 	if (!s)
 		return f(t, a, fn, arg);
 	s->fn = fn, s->arg = arg;
-	s->token = tls.origin ? tls.origin : new_token(); /* a worker creating threads passes its own origin on */
-	if (!tls.origin)
+	s->token = tls.pool.origin ? tls.pool.origin : new_token(); /* a worker creating threads passes its own origin on */
+	if (!tls.pool.origin)
 		record_origin(s->token, 0);
 	int r = f(t, a, started, s);
 	if (r) {
@@ -365,5 +370,5 @@ EXPORT int HOOK(pthread_create)(pthread_t *t, const pthread_attr_t *a, void *(*f
 void pools_init(void)
 {
 	cond_ready();
-	tls.open_slot = -1;
+	tls.pool.open_slot = -1;
 }

@@ -12,7 +12,11 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "internal.h"
+#include "blockset.h"
+#include "core.h"
+#include "python.h"
+#include "ring.h"
+#include "sampler.h"
 
 /* PyMemAllocatorEx and the domains, as in CPython's public headers. */
 typedef struct {

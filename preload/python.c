@@ -12,8 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core.h"
+#include "modules.h"
 #include "pylayout.h"
+#include "python.h"
+#include "resident.h"
+#include "ring.h"
+#include "scratch.h"
 
 /* Object fields at the same place in every supported version (64-bit). */
 enum {

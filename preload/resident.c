@@ -16,7 +16,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core.h"
+#include "resident.h"
+#include "ring.h"
 
 #define BUDGET (1u << 19) /* pages counted in one report, at most: 2 GiB, a few ms of mincore */
 #define VEC 256 /* pages per mincore call: a small vector on the stack, which may be a 16 KiB thread's */

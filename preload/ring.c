@@ -11,10 +11,17 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#include "core.h"
 #include "heaplens.h"
-#include "internal.h"
+#include "limits.h"
+#include "python.h"
+#include "resident.h"
+#include "ring.h"
 
 /* ---- the ring ---- */
+
+#define FIRST_CHUNK (64u << 10) /* data bytes backed at creation; the rest as the ring fills */
+#define GROW_STEP (1u << 20)    /* backed at most at once: a sampled call waits ~0.5 ms for it */
 
 struct hl_ring_header *ring_now(void) { return __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE); }
 

@@ -9,7 +9,18 @@
 #include <string.h>
 #include <unwind.h>
 
-#include "internal.h"
+#include "attach.h"
+#include "boot.h"
+#include "core.h"
+#include "heapstats.h"
+#include "modules.h"
+#include "pools.h"
+#include "python.h"
+#include "ring.h"
+#include "sampler.h"
+#include "scratch.h"
+#include "stacks.h"
+#include "unwind.h"
 
 /* ---- the sampler ---- */
 
@@ -50,9 +61,9 @@ COLD int sample_slow(size_t n)
 	uint64_t epoch = RELAXED(hl_ctl.epoch), session;
 	if (!attach_poll(&session)) /* another thread is switching: this call is not sampled, the next looks again */
 		return 0;
-	tls.epoch = epoch;
-	if (session != tls.session) /* a session began or ended since this thread last looked */
-		tls.init = 0, tls.session = session;
+	tls.attach.epoch = epoch;
+	if (session != tls.attach.session) /* a session began or ended since this thread last looked */
+		tls.init = 0, tls.attach.session = session;
 #endif
 	if (!tls.init) {
 		tls.busy++;

@@ -24,7 +24,9 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
-#include "internal.h"
+#include "core.h"
+#include "resident.h"
+#include "sanitizer.h"
 
 #if !defined(HEAPLENS_ATTACH) && !defined(HEAPLENS_HARNESS) /* attached, we come late; the harness is sanitized on purpose */
 

@@ -14,7 +14,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core.h"
+#include "scratch.h"
 
 enum { KEY_NONE, KEY_MAKING, KEY_READY, KEY_FAILED };
 static int key_state;

@@ -25,7 +25,11 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 
-#include "internal.h"
+#include "core.h"
+#include "ring.h"
+#include "scratch.h"
+#include "seccomp.h"
+#include "stacks.h"
 
 #if !defined(HEAPLENS_ATTACH) && !defined(HEAPLENS_HARNESS)
 

@@ -23,7 +23,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core.h"
+#include "scratch.h"
+#include "stacks.h"
+#include "unwind.h"
 
 extern void *__libc_stack_end; /* ld.so: the stack pointer at the program's entry */
 
@@ -118,19 +121,19 @@ out:
 }
 
 /*
- * This thread's own stack, into tls.stk_lo/hi, once (tls.stk_hi stays 1 if
+ * This thread's own stack, into tls.stack.lo/hi, once (tls.stack.hi stays 1 if
  * it cannot be known), even if this first sample is on another stack.
  */
 static void own_stack(uintptr_t sp)
 {
 	uintptr_t tp, lo, hi;
 	__asm__("mov %%fs:0, %0" : "=r"(tp));
-	tls.stk_lo = 0, tls.stk_hi = 1;
+	tls.stack.lo = 0, tls.stack.hi = 1;
 	if ((sp - main_lo < main_hi - main_lo || syscall(SYS_gettid) == getpid()) && main_hi)
-		tls.stk_lo = main_lo, tls.stk_hi = main_hi;
+		tls.stack.lo = main_lo, tls.stack.hi = main_hi;
 	/* glibc's threads: stack, static TLS and descriptor in one mapping, the descriptor at the top. */
 	else if (mapping_of(tp - 1, &lo, &hi))
-		tls.stk_lo = lo, tls.stk_hi = tp;
+		tls.stack.lo = lo, tls.stack.hi = tp;
 }
 
 /*
@@ -142,10 +145,10 @@ COLD int stack_elsewhere(uintptr_t sp, struct stack_region *r)
 {
 	if (RELAXED(g.sandboxed)) /* no new system call under a seccomp filter (seccomp.c) */
 		return 0;
-	if (!tls.stk_hi) {
+	if (!tls.stack.hi) {
 		own_stack(sp);
-		if (sp - tls.stk_lo < tls.stk_hi - tls.stk_lo) {
-			r->lo = tls.stk_lo, r->hi = tls.stk_hi, r->own = 1;
+		if (sp - tls.stack.lo < tls.stack.hi - tls.stack.lo) {
+			r->lo = tls.stack.lo, r->hi = tls.stack.hi, r->own = 1;
 			return 1;
 		}
 	}

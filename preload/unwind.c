@@ -13,7 +13,12 @@
 #include <ucontext.h>
 #include <stddef.h>
 
-#include "internal.h"
+#include "core.h"
+#include "modules.h"
+#include "ring.h"
+#include "scratch.h"
+#include "stacks.h"
+#include "unwind.h"
 
 #define TAB_HEADER 96u
 #define TAB_MAX_ROWS (1u << 24)

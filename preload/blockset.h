@@ -1,0 +1,54 @@
+/*
+ * blockset.c: a set of sampled blocks kept beside them, not in them: a
+ * lock-free open-addressed table in levels, with a filter of saturating
+ * counters in front, so that a free of an unsampled block costs a
+ * multiply, a shift and one byte load.
+ */
+#ifndef HEAPLENS_BLOCKSET_H
+#define HEAPLENS_BLOCKSET_H
+
+#include "core.h"
+
+#pragma GCC visibility push(hidden)
+
+#define BLOCKSET_FILTER_BITS 14
+#define BLOCKSET_LEVELS 6
+struct blockset {
+	uint8_t filter[1u << BLOCKSET_FILTER_BITS];
+	uint64_t *table[BLOCKSET_LEVELS];
+	uint32_t bits[BLOCKSET_LEVELS];
+	uint32_t levels; /* published with release once table[levels - 1] is there */
+	int growing;
+};
+/* A multiplicative hash of the address's low 32 bits: blocks near each other spread over the filter. */
+static inline uint32_t blockset_filter_at(const void *p)
+{
+	return ((uint32_t)(uintptr_t)p * 0x9e3779b1u) >> (32 - BLOCKSET_FILTER_BITS);
+}
+static inline int blockset_maybe(const struct blockset *s, const void *p)
+{
+	return __atomic_load_n(&s->filter[blockset_filter_at(p)], __ATOMIC_RELAXED) != 0;
+}
+/*
+ * blockset_maybe as a jump to label, for free's fast path: the compare
+ * reads the filter byte itself (C's relaxed load adds a zero-extend and a
+ * test). The hash is blockset_filter_at's.
+ */
+#define BLOCKSET_MAYBE_GOTO(s, p, label)                                         \
+	__asm__ goto("imull $0x9e3779b1, %k0, %%eax\n\t"                        \
+		     "shrl $(32 - " HL_STR(BLOCKSET_FILTER_BITS) "), %%eax\n\t"  \
+		     "cmpb $0, (%1,%%rax)\n\t"                                   \
+		     "jne %l[" #label "]"                                       \
+		     :                                                          \
+		     : "r"(p), "r"((s)->filter)                                 \
+		     : "rax", "cc"                                              \
+		     : label)
+int blockset_init(struct blockset *s);
+int64_t blockset_take(struct blockset *s, void *p); /* its size (at most 0xffff), or -1 if not there */
+void blockset_keep(struct blockset *s, void *p, size_t n, int func); /* puts and records, or counts a drop */
+void blockset_pin(struct blockset *s, const void *p); /* every free of p takes the slow path */
+extern struct blockset sampled_blocks; /* hooks.c: the malloc family's sampled blocks */
+
+#pragma GCC visibility pop
+
+#endif

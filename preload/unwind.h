@@ -1,0 +1,38 @@
+/*
+ * Native stacks: unwind.c walks them with the agent's unwind tables
+ * (docs/unwind-format.md), cfi.c finds a rule in .eh_frame where no table
+ * covers a frame yet.
+ */
+#ifndef HEAPLENS_UNWIND_H
+#define HEAPLENS_UNWIND_H
+
+#include "core.h"
+#include "stacks.h"
+
+#pragma GCC visibility push(hidden)
+
+/*
+ * Where a walk starts: the frame of the library's entry point that called
+ * it (record_alloc, record_origin), read from its frame pointer, so that
+ * the walk does not step through the frames in between, which are always
+ * the library's own (~3 of a C++ program's ~10 frames a sample).
+ */
+struct walk_start {
+	uintptr_t pc, sp, bp; /* its return address, its CFA, its caller's rbp */
+};
+#define WALK_START() \
+	({ \
+		const uintptr_t *fp_ = __builtin_frame_address(0); \
+		(struct walk_start){fp_[1], (uintptr_t)(fp_ + 2), fp_[0]}; \
+	})
+/* How a table walk ended: at the outermost frame, at a frame no table covers yet (libgcc may go on), or cut. */
+enum { WALK_DONE, WALK_LIBGCC, WALK_CUT, WALK_UNSCANNED /* done, through a library loaded since the last scan */ };
+int table_walk(const struct walk_start *from, struct stack_region *r);
+int table_rule(uintptr_t look, uint32_t *rule); /* the rule of the row holding look, from the tables; 0 if none */
+int sigreturn_at(uintptr_t pc); /* pc is the kernel's signal return trampoline (__restore_rt) */
+#define NO_FDE (-2)
+int fde_rule(uintptr_t look, uint32_t *rule); /* cfi.c: the rule from the module's .eh_frame, for code no table covers */
+
+#pragma GCC visibility pop
+
+#endif
