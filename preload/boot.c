@@ -271,6 +271,7 @@ __attribute__((constructor)) static void heaplens_init(void)
 	init_global();
 	pools_init();
 	if (g.active) {
+		allocapi_resolve();
 		scan_modules();
 		py_detect();
 		__atomic_fetch_or(&g.ring->flags, HL_FLAG_INIT_DONE, __ATOMIC_RELEASE);
