@@ -180,7 +180,33 @@ static size_t in_place(void *p, size_t n, size_t got, int func)
 	X(FREE, tc_deletearray_aligned, void, (void *p, size_t a), (p, a), 0, 0)                            \
 	X(FREE, tc_delete_sized_aligned, void, (void *p, size_t n, size_t a), (p, n, a), 0, 0)              \
 	X(FREE, tc_deletearray_sized_aligned, void, (void *p, size_t n, size_t a), (p, n, a), 0, 0)
-#define ALL_API(X) JE_API(X, ) JE_API(X, _rjem_) RJEM_MALLOC(X) MI_API(X) TC_API(X)
+/*
+ * C++'s operators, hooked only where malloc's allocator defines them
+ * (jemalloc, tcmalloc, mimalloc do): libstdc++'s call malloc, already seen.
+ */
+#define NT const void *t /* const std::nothrow_t & */
+#define CXX_API(X)                                                                                         \
+	X(ALLOC, _Znwm, VP, (size_t n), (n), n, HL_FUNC_MALLOC)                                              \
+	X(ALLOC, _Znam, VP, (size_t n), (n), n, HL_FUNC_MALLOC)                                              \
+	X(ALLOC, _ZnwmRKSt9nothrow_t, VP, (size_t n, NT), (n, t), n, HL_FUNC_MALLOC)                        \
+	X(ALLOC, _ZnamRKSt9nothrow_t, VP, (size_t n, NT), (n, t), n, HL_FUNC_MALLOC)                        \
+	X(ALLOC, _ZnwmSt11align_val_t, VP, (size_t n, size_t a), (n, a), n, HL_FUNC_MEMALIGN)                \
+	X(ALLOC, _ZnamSt11align_val_t, VP, (size_t n, size_t a), (n, a), n, HL_FUNC_MEMALIGN)                \
+	X(ALLOC, _ZnwmSt11align_val_tRKSt9nothrow_t, VP, (size_t n, size_t a, NT), (n, a, t), n, HL_FUNC_MEMALIGN) \
+	X(ALLOC, _ZnamSt11align_val_tRKSt9nothrow_t, VP, (size_t n, size_t a, NT), (n, a, t), n, HL_FUNC_MEMALIGN) \
+	X(FREE, _ZdlPv, void, (void *p), (p), 0, 0)                                                         \
+	X(FREE, _ZdaPv, void, (void *p), (p), 0, 0)                                                         \
+	X(FREE, _ZdlPvm, void, (void *p, size_t n), (p, n), 0, 0)                                           \
+	X(FREE, _ZdaPvm, void, (void *p, size_t n), (p, n), 0, 0)                                           \
+	X(FREE, _ZdlPvRKSt9nothrow_t, void, (void *p, NT), (p, t), 0, 0)                                    \
+	X(FREE, _ZdaPvRKSt9nothrow_t, void, (void *p, NT), (p, t), 0, 0)                                    \
+	X(FREE, _ZdlPvSt11align_val_t, void, (void *p, size_t a), (p, a), 0, 0)                             \
+	X(FREE, _ZdaPvSt11align_val_t, void, (void *p, size_t a), (p, a), 0, 0)                             \
+	X(FREE, _ZdlPvmSt11align_val_t, void, (void *p, size_t n, size_t a), (p, n, a), 0, 0)               \
+	X(FREE, _ZdaPvmSt11align_val_t, void, (void *p, size_t n, size_t a), (p, n, a), 0, 0)               \
+	X(FREE, _ZdlPvSt11align_val_tRKSt9nothrow_t, void, (void *p, size_t a, NT), (p, a, t), 0, 0)        \
+	X(FREE, _ZdaPvSt11align_val_tRKSt9nothrow_t, void, (void *p, size_t a, NT), (p, a, t), 0, 0)
+#define ALL_API(X) JE_API(X, ) JE_API(X, _rjem_) RJEM_MALLOC(X) MI_API(X) TC_API(X) CXX_API(X)
 
 #define DECLARE(shape, name, ret, params, args, size, func) static ret(*R(name)) params;
 ALL_API(DECLARE)
@@ -193,28 +219,36 @@ struct api {
 	const char *name;
 	void *wrap;
 	void **real;
+	int cxx; /* C++'s: only where malloc's own allocator (not glibc) defines it */
 };
 static const struct api apis[] = {
-#define ENTRY(shape, name, ret, params, args, size, func) {#name, (void *)w_##name, (void **)&R(name)},
-	ALL_API(ENTRY)
+#define ENTRY(shape, name, ret, params, args, size, func) {#name, (void *)w_##name, (void **)&R(name), 0},
+#define CXX_ENTRY(shape, name, ret, params, args, size, func) {#name, (void *)w_##name, (void **)&R(name), 1},
+	JE_API(ENTRY, ) JE_API(ENTRY, _rjem_) RJEM_MALLOC(ENTRY) MI_API(ENTRY) TC_API(ENTRY) CXX_API(CXX_ENTRY)
 #undef ENTRY
+#undef CXX_ENTRY
 };
 #define NAPI (sizeof apis / sizeof apis[0])
 
 static int any; /* one of them is defined in the process */
 
-/* From the constructor, where dlsym may run: the definitions the wrappers call. */
+/* From the constructor, after find_allocator, where dlsym may run: the definitions the wrappers call. */
 void allocapi_resolve(void)
 {
-	for (size_t i = 0; i < NAPI; i++)
-		if ((*apis[i].real = dlsym(HL_NEXT, apis[i].name)))
-			any = 1;
+	int foreign = !(g.alloc_flags & HL_ALLOCATOR_GLIBC);
+	for (size_t i = 0; i < NAPI; i++) {
+		uintptr_t f = (uintptr_t)dlsym(HL_NEXT, apis[i].name);
+		if (apis[i].cxx && !(foreign && f - g.alloc_lo < g.alloc_hi - g.alloc_lo))
+			f = 0;
+		*apis[i].real = (void *)f;
+		any |= f != 0;
+	}
 }
 
 static const struct api *api_named(const char *s)
 {
 	if (!((s[0] == 'm' && s[1] == 'i' && s[2] == '_') || (s[0] == 't' && s[1] == 'c' && s[2] == '_') ||
-	      s[0] == '_' || strstr(s, "allocx")))
+	      (s[0] == '_' && (s[1] == 'r' || s[1] == 'Z')) || strstr(s, "allocx")))
 		return NULL;
 	for (size_t i = 0; i < NAPI; i++)
 		if (strcmp(s, apis[i].name) == 0)
@@ -283,18 +317,21 @@ void allocapi_patch(const struct dl_phdr_info *info)
 		const ElfW(Rela) *r = (const ElfW(Rela) *)tab[t];
 		for (size_t i = 0; r && i < len[t] / sizeof *r; i++) {
 			uint32_t type = (uint32_t)ELF64_R_TYPE(r[i].r_info), s = (uint32_t)ELF64_R_SYM(r[i].r_info);
-			if ((type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) || !s || sym[s].st_shndx != SHN_UNDEF)
+			if ((type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) || !s)
 				continue;
 			const struct api *a = api_named(str + sym[s].st_name);
 			void *def = a ? RELAXED(*a->real) : NULL;
 			uintptr_t slot = info->dlpi_addr + r[i].r_offset, v = *(const uintptr_t *)slot;
+			int undef = sym[s].st_shndx == SHN_UNDEF, own = v - lo < hi - lo;
 			if (!def || !v || v == (uintptr_t)a->wrap)
 				continue;
-			if ((uintptr_t)def - lo < hi - lo && v - lo >= hi - lo) {
-				/* def is this executable's PLT entry (it takes the address): v is the definition */
-				SET_RELAXED(*a->real, (void *)v);
-				route(slot, a->wrap, relro_lo, relro_hi);
-			} else if (v == (uintptr_t)def || (type == R_X86_64_JUMP_SLOT && v - lo < hi - lo))
+			if ((uintptr_t)def - lo < hi - lo) {
+				/* The module holding def: its own calls are left alone, unless def is this executable's PLT entry (it takes the address): then v is the definition. */
+				if (undef && !own) {
+					SET_RELAXED(*a->real, (void *)v);
+					route(slot, a->wrap, relro_lo, relro_hi);
+				}
+			} else if (v == (uintptr_t)def || (type == R_X86_64_JUMP_SLOT && own)) /* bound to def, or not yet bound (binds to it) */
 				route(slot, a->wrap, relro_lo, relro_hi);
 		}
 	}

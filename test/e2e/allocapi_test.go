@@ -66,3 +66,47 @@ func TestAllocatorProbe(t *testing.T) {
 		t.Errorf("probe_alloc holds %.0f bytes at exit, freed with dallocx", got)
 	}
 }
+
+// C++'s new and delete, which jemalloc, tcmalloc and mimalloc define
+// themselves (never through malloc), preloaded: the program (allocnew.cpp)
+// runs as bare and its sites are exact at --rate 1, those in its own code
+// and one in libstdc++'s; the same under glibc, where libstdc++'s new calls
+// malloc.
+func TestAllocatorNew(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "allocnew.cpp")
+	sites := []struct {
+		fn            string
+		allocs, leaks float64
+	}{
+		{"keep_new", 200 * 3000, 200 * 3000},
+		{"churn_new", 1000 * (5000 + 24), 0},
+		{"lib_strings", 100 * 4001, 0},
+	}
+	for _, a := range []struct{ name, lib string }{
+		{"glibc", ""},
+		{"jemalloc", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"},
+		{"tcmalloc", "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"},
+		{"mimalloc", "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"},
+	} {
+		t.Run(a.name, func(t *testing.T) {
+			var env []string
+			if a.lib != "" {
+				if _, err := os.Stat(a.lib); err != nil {
+					t.Fatalf("!!! %s is not installed (scripts/deps.sh installs it): %v", a.lib, err)
+				}
+				env = []string{"LD_PRELOAD=" + a.lib}
+			}
+			capPath := profiledAsBare(t, t.TempDir(), env, []string{"512KiB", "1"}, bin)
+			allocs, leaks := report(t, capPath, "allocs"), report(t, capPath, "leaks")
+			for _, s := range sites {
+				if got := allocs.site(s.fn); got != s.allocs {
+					t.Errorf("%s allocated %.0f bytes at --rate 1, want %.0f", s.fn, got, s.allocs)
+				}
+				if got := leaks.site(s.fn); got != s.leaks {
+					t.Errorf("%s holds %.0f bytes at exit at --rate 1, want %.0f", s.fn, got, s.leaks)
+				}
+			}
+		})
+	}
+}
