@@ -232,25 +232,34 @@ static const struct api apis[] = {
 
 static int any; /* one of them is defined in the process */
 
-/* From the constructor, after find_allocator, where dlsym may run: the definitions the wrappers call. */
+/*
+ * From the constructor, after find_allocator, where dlsym may run: the
+ * definitions the wrappers call. Each list's first name is looked up first,
+ * and the rest only if it is there: 5 lookups in most processes, not 90.
+ */
 void allocapi_resolve(void)
 {
-	int foreign = !(g.alloc_flags & HL_ALLOCATOR_GLIBC);
+	static const char *const first[] = {"mallocx", "_rjem_mallocx", "mi_malloc", "tc_malloc", "_Znwm"};
+	int foreign = !(g.alloc_flags & HL_ALLOCATOR_GLIBC), there = 0;
 	for (size_t i = 0; i < NAPI; i++) {
-		uintptr_t f = (uintptr_t)dlsym(HL_NEXT, apis[i].name);
-		if (apis[i].cxx && !(foreign && f - g.alloc_lo < g.alloc_hi - g.alloc_lo))
+		for (size_t k = 0; k < sizeof first / sizeof first[0]; k++)
+			if (strcmp(apis[i].name, first[k]) == 0)
+				there = (!apis[i].cxx || foreign) && dlsym(HL_NEXT, first[k]);
+		uintptr_t f = there ? (uintptr_t)dlsym(HL_NEXT, apis[i].name) : 0;
+		if (apis[i].cxx && f - g.alloc_lo >= g.alloc_hi - g.alloc_lo)
 			f = 0;
 		*apis[i].real = (void *)f;
 		any |= f != 0;
 	}
 }
 
+/* A quick look at the first letters first: most modules import thousands of other names. */
 static const struct api *api_named(const char *s)
 {
-	if (!((s[0] == 'm' && s[1] == 'i' && s[2] == '_') || (s[0] == 't' && s[1] == 'c' && s[2] == '_') ||
-	      (s[0] == '_' && (s[1] == 'r' || s[1] == 'Z')) || strstr(s, "allocx")))
-		return NULL;
-	for (size_t i = 0; i < NAPI; i++)
+	int maybe = (s[0] == 'm' && s[1] == 'i' && s[2] == '_') || (s[0] == 't' && s[1] == 'c' && s[2] == '_') ||
+		    (s[0] == '_' && (s[1] == 'r' || (s[1] == 'Z' && (s[2] == 'n' || s[2] == 'd')))) ||
+		    ((s[0] == 'm' || s[0] == 'r' || s[0] == 'x' || s[0] == 's' || s[0] == 'd') && strstr(s, "allocx"));
+	for (size_t i = 0; maybe && i < NAPI; i++)
 		if (strcmp(s, apis[i].name) == 0)
 			return &apis[i];
 	return NULL;
