@@ -110,3 +110,19 @@ func TestAllocatorNew(t *testing.T) {
 		})
 	}
 }
+
+// An executable with an allocator of its own beside malloc (ownalloc.c, a
+// bundled je_-prefixed one) runs as bare; its blocks are not seen, its
+// 4 chunks of 1 MiB are, once, as mappings, and the run says so.
+func TestOwnAllocatorSaid(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "ownalloc.c")
+	capPath := profiledAsBare(t, dir, nil, []string{"512KiB", "1"}, bin)
+	if got := report(t, capPath, "allocs").site("fill_blocks"); got != 4<<20 {
+		t.Errorf("fill_blocks allocated %.0f bytes at --rate 1, want its 4 chunks' mappings, 4194304 bytes, once", got)
+	}
+	want := "own jemalloc are not seen: only its mappings are, 4 MiB in 4 sampled mappings"
+	if text := reportText(t, capPath); !strings.Contains(text, want) {
+		t.Errorf("the report does not say %q:\n%s", want, text)
+	}
+}
