@@ -345,3 +345,22 @@ void allocapi_patch(const struct dl_phdr_info *info)
 		}
 	}
 }
+
+static int route_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size, (void)arg;
+	allocapi_patch(info);
+	return 0;
+}
+
+/*
+ * Attached: every module's entries at load, as the agent routes the malloc
+ * family's then; a program that calls only mallocx must reach a hook for a
+ * session to start. They stay routed after a detach, idle between sessions.
+ */
+void allocapi_route_all(void)
+{
+	__atomic_fetch_add(&g.unwinding, 1, __ATOMIC_SEQ_CST); /* dl_iterate_phdr's lock, at a fork */
+	dl_iterate_phdr(route_cb, NULL);
+	__atomic_fetch_sub(&g.unwinding, 1, __ATOMIC_RELEASE);
+}

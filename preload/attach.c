@@ -231,6 +231,7 @@ __attribute__((constructor)) static void heaplens_attach_load(void)
 	g.find_object = (int (*)(void *, struct dl_find_object *))dlsym(RTLD_DEFAULT, "_dl_find_object");
 	find_allocator();
 	allocapi_resolve();
+	allocapi_route_all();
 	heapstats_init();
 	stacks_init();
 	pools_init();

@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Programs that allocate through their allocator's own API (allocapi.c:
@@ -124,5 +126,25 @@ func TestOwnAllocatorSaid(t *testing.T) {
 	want := "own jemalloc are not seen: only its mappings are, 4 MiB in 4 sampled mappings"
 	if text := reportText(t, capPath); !strings.Contains(text, want) {
 		t.Errorf("the report does not say %q:\n%s", want, text)
+	}
+}
+
+// heaplens attach to a program that allocates only through mallocx and
+// sdallocx (jeloop.c): the library routes their GOT entries at load, so a
+// session starts and sees them; at --rate 1 every block is its 10,000
+// bytes, and each was freed. It prints and exits as an undisturbed twin.
+func TestAttachAllocatorAPI(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "jeloop.c", "-ljemalloc")
+	bare, tg := twins(t, dir, false, bin)
+	time.Sleep(300 * time.Millisecond)
+	capPath := attachFor(t, dir, tg.pid(), time.Second, "1")
+	sameAsBare(t, bare, tg)
+	got := report(t, capPath, "allocs").site("je_loop")
+	if got < 100*10000 || math.Mod(got, 10000) != 0 {
+		t.Errorf("je_loop allocated %.0f bytes in a 1 s session at --rate 1, want a whole number of 10,000-byte blocks, at least 100", got)
+	}
+	if held := report(t, capPath, "leaks").site("je_loop"); held > 10000 {
+		t.Errorf("je_loop holds %.0f bytes at the detach: its blocks freed with sdallocx were not forgotten", held)
 	}
 }
