@@ -70,31 +70,31 @@ static void *resized(void *p, void *q, size_t n, int64_t old, int func)
 #define SHAPE_ALLOC(name, ret, params, args, size, func)                  \
 	static ret w_##name params                                         \
 	{                                                                  \
-		void *q = R(name) args;                                    \
+		void *q = RELAXED(R(name)) args;                                    \
 		return unlikely(sample_now(size)) ? kept_block(q, size, func) : q; \
 	}
 #define SHAPE_FREE(name, ret, params, args, size, func) \
 	static void w_##name params                      \
 	{                                                \
 		if (FORGET(p))                           \
-			R(name) args;                    \
+			RELAXED(R(name)) args;                    \
 	}
 #define SHAPE_RESIZE(name, ret, params, args, size, func)     \
 	static ret w_##name params                             \
 	{                                                      \
 		int64_t old = resize_take(p);                  \
-		return resized(p, R(name) args, size, old, func); \
+		return resized(p, RELAXED(R(name)) args, size, old, func); \
 	}
 #define SHAPE_POSIX(name, ret, params, args, size, func)                 \
 	static ret w_##name params                                        \
 	{                                                                 \
-		int e = R(name) args;                                     \
+		int e = RELAXED(R(name)) args;                                     \
 		if (!e && unlikely(sample_now(size)))                     \
 			kept_block(*r, size, func);                       \
 		return e;                                                 \
 	}
 #define SHAPE_XALLOC(name, ret, params, args, size, func) \
-	static ret w_##name params { return in_place(p, n, R(name) args, func); }
+	static ret w_##name params { return in_place(p, n, RELAXED(R(name)) args, func); }
 
 /*
  * jemalloc's xallocx resizes in place and returns the block's usable size:
