@@ -64,13 +64,29 @@ static void *resized(void *p, void *q, size_t n, int64_t old, int func)
 
 /*
  * The wrappers, by shape: name, return type, parameters, arguments, the
- * size sampled (evaluated after the call: q is what it returned), the
- * HL_FUNC_* recorded. FREE's size is unused.
+ * size sampled (ALLOC_AFTER's after the call: q is what it returned), the
+ * HL_FUNC_* recorded. FREE's size is unused. ALLOC and FREE end in a jump
+ * to the allocator's function when nothing is sampled, as malloc's hooks.
  */
-#define SHAPE_ALLOC(name, ret, params, args, size, func)                  \
-	static ret w_##name params                                         \
-	{                                                                  \
-		void *q = RELAXED(R(name)) args;                                    \
+#define SHAPE_ALLOC(name, ret, params, args, size, func)                          \
+	static COLD ret s_##name params                                            \
+	{                                                                          \
+		if (!sample_slow(size))                                            \
+			return RELAXED(R(name)) args;                              \
+		return kept_block(RELAXED(R(name)) args, size, func);              \
+	}                                                                          \
+	static ret w_##name params                                                 \
+	{                                                                          \
+		COUNTDOWN_OR_GOTO(size, slow);                                     \
+		return RELAXED(R(name)) args;                                      \
+	slow:                                                                      \
+		return s_##name args;                                              \
+	}
+/* The size known only from the block (a string's copy). */
+#define SHAPE_ALLOC_AFTER(name, ret, params, args, size, func)                    \
+	static ret w_##name params                                                 \
+	{                                                                          \
+		void *q = RELAXED(R(name)) args;                                   \
 		return unlikely(sample_now(size)) ? kept_block(q, size, func) : q; \
 	}
 #define SHAPE_FREE(name, ret, params, args, size, func) \
@@ -142,8 +158,8 @@ static size_t in_place(void *p, size_t n, size_t got, int func)
 	X(ALLOC, mi_aligned_alloc, VP, (size_t a, size_t n), (a, n), n, HL_FUNC_ALIGNED_ALLOC)               \
 	X(ALLOC, mi_memalign, VP, (size_t a, size_t n), (a, n), n, HL_FUNC_MEMALIGN)                         \
 	X(POSIX, mi_posix_memalign, int, (void **r, size_t a, size_t n), (r, a, n), n, HL_FUNC_POSIX_MEMALIGN) \
-	X(ALLOC, mi_strdup, VP, (const char *s), (s), q ? strlen(q) + 1 : 0, HL_FUNC_MALLOC)                 \
-	X(ALLOC, mi_strndup, VP, (const char *s, size_t n), (s, n), q ? strlen(q) + 1 : 0, HL_FUNC_MALLOC)   \
+	X(ALLOC_AFTER, mi_strdup, VP, (const char *s), (s), q ? strlen(q) + 1 : 0, HL_FUNC_MALLOC)                 \
+	X(ALLOC_AFTER, mi_strndup, VP, (const char *s, size_t n), (s, n), q ? strlen(q) + 1 : 0, HL_FUNC_MALLOC)   \
 	X(RESIZE, mi_realloc, VP, (void *p, size_t n), (p, n), n, HL_FUNC_REALLOC)                           \
 	X(RESIZE, mi_rezalloc, VP, (void *p, size_t n), (p, n), n, HL_FUNC_REALLOC)                          \
 	X(RESIZE, mi_realloc_aligned, VP, (void *p, size_t n, size_t a), (p, n, a), n, HL_FUNC_REALLOC)      \
