@@ -247,6 +247,11 @@ static const struct api apis[] = {
 #define NAPI (sizeof apis / sizeof apis[0])
 
 static int any; /* one of them is defined in the process */
+/*
+ * Between allocapi_resolve and allocapi_started: the constructor's pass,
+ * when every module is relocated and no dlopen runs in another thread.
+ */
+static int startup;
 
 /*
  * From the constructor, after find_allocator, where dlsym may run: the
@@ -257,6 +262,7 @@ void allocapi_resolve(void)
 {
 	static const char *const first[] = {"mallocx", "_rjem_mallocx", "mi_malloc", "tc_malloc", "_Znwm"};
 	int foreign = !(g.alloc_flags & HL_ALLOCATOR_GLIBC), there = 0;
+	startup = 1;
 	for (size_t i = 0; i < NAPI; i++) {
 		for (size_t k = 0; k < sizeof first / sizeof first[0]; k++)
 			if (strcmp(apis[i].name, first[k]) == 0)
@@ -287,12 +293,19 @@ static uintptr_t dyn_ptr(const struct dl_phdr_info *info, uintptr_t v)
 	return v < info->dlpi_addr ? v + info->dlpi_addr : v;
 }
 
-/* Points one GOT entry at w; a read-only (RELRO) page is made writable for the store. */
-static void route(uintptr_t slot, void *w, uintptr_t relro_lo, uintptr_t relro_hi)
+void allocapi_started(void) { startup = 0; }
+
+/*
+ * Points one GOT entry at w; a read-only (RELRO) page is made writable for
+ * the store, only in a module the loader is done with (settled): one that a
+ * dlopen in another thread still relocates is in the loader's list already,
+ * its RELRO pages writable until the loader protects them.
+ */
+static void route(uintptr_t slot, void *w, uintptr_t relro_lo, uintptr_t relro_hi, int settled)
 {
 	uintptr_t page = slot & ~(uintptr_t)4095;
 	int ro = slot - relro_lo < relro_hi - relro_lo;
-	if (ro && mprotect((void *)page, 4096, PROT_READ | PROT_WRITE) != 0)
+	if (ro && (!settled || mprotect((void *)page, 4096, PROT_READ | PROT_WRITE) != 0))
 		return;
 	__atomic_store_n((void **)slot, w, __ATOMIC_RELAXED);
 	if (ro)
@@ -338,6 +351,9 @@ void allocapi_patch(const struct dl_phdr_info *info)
 	}
 	if (!sym || !str)
 		return;
+	/* _dl_find_object knows a dlopen'ed module once it is relocated and protected (glibc 2.35+). */
+	struct dl_find_object o;
+	int settled = RELAXED(startup) || (g.find_object && g.find_object((void *)lo, &o) == 0);
 	for (int t = 0; t < 2; t++) {
 		const ElfW(Rela) *r = (const ElfW(Rela) *)tab[t];
 		for (size_t i = 0; r && i < len[t] / sizeof *r; i++) {
@@ -354,10 +370,10 @@ void allocapi_patch(const struct dl_phdr_info *info)
 				/* The module holding def: its own calls are left alone, unless def is this executable's PLT entry (it takes the address): then v is the definition. */
 				if (undef && !own) {
 					SET_RELAXED(*a->real, (void *)v);
-					route(slot, a->wrap, relro_lo, relro_hi);
+					route(slot, a->wrap, relro_lo, relro_hi, settled);
 				}
 			} else if (v == (uintptr_t)def || (type == R_X86_64_JUMP_SLOT && own)) /* bound to def, or not yet bound (binds to it) */
-				route(slot, a->wrap, relro_lo, relro_hi);
+				route(slot, a->wrap, relro_lo, relro_hi, settled);
 		}
 	}
 }

@@ -232,6 +232,7 @@ __attribute__((constructor)) static void heaplens_attach_load(void)
 	find_allocator();
 	allocapi_resolve();
 	allocapi_route_all();
+	allocapi_started();
 	heapstats_init();
 	stacks_init();
 	pools_init();

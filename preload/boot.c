@@ -273,6 +273,7 @@ __attribute__((constructor)) static void heaplens_init(void)
 	if (g.active) {
 		allocapi_resolve();
 		scan_modules();
+		allocapi_started();
 		py_detect();
 		__atomic_fetch_or(&g.ring->flags, HL_FLAG_INIT_DONE, __ATOMIC_RELEASE);
 	}

@@ -466,6 +466,7 @@ void *kept_block(void *p, size_t n, int func); /* hooks.c: p (sampled) into samp
 
 /* allocapi.c: mallocx, mi_*, tc_*, routed through the GOTs of the modules that import them */
 void allocapi_resolve(void); /* the definitions, with dlsym: at load only */
+void allocapi_started(void); /* the constructor's pass is over */
 void allocapi_patch(const struct dl_phdr_info *info); /* a newly scanned module's entries */
 void allocapi_route_all(void); /* attached: every module's, at load */
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -146,5 +147,30 @@ func TestAttachAllocatorAPI(t *testing.T) {
 	}
 	if held := report(t, capPath, "leaks").site("je_loop"); held > 10000 {
 		t.Errorf("je_loop holds %.0f bytes at the detach: its blocks freed with sdallocx were not forgotten", held)
+	}
+}
+
+// A plugin loaded with dlopen after start that calls mallocx (jeplug.c),
+// its GOT read-only (-z now) or bound lazily: its entries are routed at the
+// rescan its first sampled malloc brings, and at --rate 1 its mallocx
+// blocks are exact, as is the output.
+func TestAllocatorAPIPlugin(t *testing.T) {
+	dir := t.TempDir()
+	host := build(t, dir, "jehost.c", "-ldl", "-Wl,--no-as-needed", "-ljemalloc")
+	for _, bind := range []string{"now", "lazy"} {
+		t.Run(bind, func(t *testing.T) {
+			plugin := filepath.Join(dir, "jeplug_"+bind+".so")
+			if b, err := exec.Command("gcc", "-O2", "-g", "-shared", "-fPIC", "-Wl,-z,"+bind, "-o", plugin,
+				filepath.Join(root, "test", "workloads", "jeplug.c"), "-ljemalloc").CombinedOutput(); err != nil {
+				t.Fatalf("gcc jeplug.c: %v\n%s", err, b)
+			}
+			capPath := profiledAsBare(t, t.TempDir(), nil, []string{"512KiB", "1"}, host, plugin)
+			if got := report(t, capPath, "allocs").site("plugin_work"); got != 100+100*10000 {
+				t.Errorf("plugin_work allocated %.0f bytes at --rate 1, want 1000100 (malloc's 100, mallocx's 100 × 10,000)", got)
+			}
+			if got := report(t, capPath, "leaks").site("plugin_work"); got != 0 {
+				t.Errorf("plugin_work holds %.0f bytes at exit", got)
+			}
+		})
 	}
 }
