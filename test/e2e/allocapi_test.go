@@ -78,10 +78,7 @@ func TestAllocatorProbe(t *testing.T) {
 func TestAllocatorNew(t *testing.T) {
 	dir := t.TempDir()
 	bin := build(t, dir, "allocnew.cpp")
-	sites := []struct {
-		fn            string
-		allocs, leaks float64
-	}{
+	sites := []knownSite{
 		{"keep_new", 200 * 3000, 200 * 3000},
 		{"churn_new", 1000 * (5000 + 24), 0},
 		{"lib_strings", 100 * 4001, 0},
@@ -101,15 +98,7 @@ func TestAllocatorNew(t *testing.T) {
 				env = []string{"LD_PRELOAD=" + a.lib}
 			}
 			capPath := profiledAsBare(t, t.TempDir(), env, []string{"512KiB", "1"}, bin)
-			allocs, leaks := report(t, capPath, "allocs"), report(t, capPath, "leaks")
-			for _, s := range sites {
-				if got := allocs.site(s.fn); got != s.allocs {
-					t.Errorf("%s allocated %.0f bytes at --rate 1, want %.0f", s.fn, got, s.allocs)
-				}
-				if got := leaks.site(s.fn); got != s.leaks {
-					t.Errorf("%s holds %.0f bytes at exit at --rate 1, want %.0f", s.fn, got, s.leaks)
-				}
-			}
+			exactSites(t, capPath, sites)
 		})
 	}
 }
