@@ -8,7 +8,8 @@
  * The library does not export these names: a program that probes for
  * jemalloc with a weak symbol or dlsym must find what it finds bare.
  * Instead each module that imports one has its GOT entry pointed at the
- * wrapper here, at start and as modules are scanned (scan_modules), the way
+ * wrapper here, at start and as modules are scanned (scan_modules; attached,
+ * at load), the way
  * `heaplens attach` routes the malloc family (internal/gotpatch), done here
  * by the library itself since run mode has no agent inside the process. An
  * entry holding another definition than the one found at start (a module
@@ -262,7 +263,7 @@ void allocapi_resolve(void)
 {
 	static const char *const first[] = {"mallocx", "_rjem_mallocx", "mi_malloc", "tc_malloc", "_Znwm"};
 	int foreign = !(g.alloc_flags & HL_ALLOCATOR_GLIBC), there = 0;
-	startup = 1;
+	SET_RELAXED(startup, 1);
 	for (size_t i = 0; i < NAPI; i++) {
 		for (size_t k = 0; k < sizeof first / sizeof first[0]; k++)
 			if (strcmp(apis[i].name, first[k]) == 0)
@@ -293,7 +294,7 @@ static uintptr_t dyn_ptr(const struct dl_phdr_info *info, uintptr_t v)
 	return v < info->dlpi_addr ? v + info->dlpi_addr : v;
 }
 
-void allocapi_started(void) { startup = 0; }
+void allocapi_started(void) { SET_RELAXED(startup, 0); }
 
 /*
  * Points one GOT entry at w; a read-only (RELRO) page is made writable for
