@@ -8,10 +8,10 @@
  * The library does not export these names: a program that probes for
  * jemalloc with a weak symbol or dlsym must find what it finds bare.
  * Instead each module that imports one has its GOT entry pointed at the
- * wrapper here, at start and as modules are scanned (scan_modules; attached,
- * at load), the way
- * `heaplens attach` routes the malloc family (internal/gotpatch), done here
- * by the library itself since run mode has no agent inside the process. An
+ * wrapper here, at start and as modules are scanned (scan_modules;
+ * attached, at load), the way `heaplens attach` routes the malloc family
+ * (internal/gotpatch), done here by the library itself since run mode has
+ * no agent inside the process. An
  * entry holding another definition than the one found at start (a module
  * bound to an allocator of its own) is left alone. docs/allocators.md.
  */
