@@ -32,6 +32,7 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 
+#include "allocapi.h"
 #include "attach.h"
 #include "blockset.h"
 #include "boot.h"
@@ -242,6 +243,9 @@ __attribute__((constructor)) static void heaplens_attach_load(void)
 	find_loader();
 	g.find_object = (int (*)(void *, struct dl_find_object *))dlsym(RTLD_DEFAULT, "_dl_find_object");
 	find_allocator();
+	allocapi_resolve();
+	allocapi_route_all();
+	allocapi_started();
 	heapstats_init();
 	stacks_init();
 	pools_init();

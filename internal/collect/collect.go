@@ -32,7 +32,8 @@ type Collector struct {
 	// pyEvalParts caches evalParts by interpreter file: every process of a
 	// tree runs the same one.
 	pyEvalParts map[string][]unwind.Range
-	pagemap     []byte // ReadResidency's buffer
+	owns        map[string]*ownAllocator // an executable's own allocator (ownalloc.go), nil entries for none
+	pagemap     []byte                   // ReadResidency's buffer
 	streams     map[string]*stream
 	order       []*stream
 	nextID      uint64
@@ -161,6 +162,7 @@ type stream struct {
 	corrupt    bool      // a record header could not be framed: nothing more is read
 	execd      bool      // its process exec'd an image that has no ring (see Execd)
 	maps       mappings  // its sampled mappings still mapped
+	own        *ownState // an allocator linked into its executable beside malloc, or nil (ownalloc.go)
 	big        bigBlocks // its live sampled blocks of residentMin bytes or more
 	published  uint64    // fingerprint of the big blocks last listed in its ring (publishResident)
 }
@@ -478,6 +480,8 @@ func (c *Collector) announce(s *stream) error {
 	if definesMalloc(c.file(h.Exe)) {
 		c.warn("pid %d (%s): the executable defines its own malloc, which comes before heaplens's: its heap allocations are not seen, "+
 			"only its mappings (docs/allocators.md)", h.PID, command(h))
+	} else {
+		s.own = c.ownAllocatorOf(h)
 	}
 	if err := c.w.Process(&capture.Process{
 		Stream: s.id, PID: h.PID, PPID: h.PPID,
@@ -642,6 +646,9 @@ func (c *Collector) alloc(s *stream, rec *ring.Record) error {
 		}
 	}
 	c.Allocs++
+	if s.own != nil {
+		s.seeAlloc(rec, sid)
+	}
 	if capture.MemKind(rec.Func) == capture.MemMmap {
 		s.maps.add(rec.Addr)
 	}
@@ -684,6 +691,9 @@ func (c *Collector) end(s *stream, replaced bool) error {
 		e.LostBytes = cnt.Head - cnt.Tail
 	}
 	c.backingNote(s, cnt)
+	if s.own != nil {
+		c.ownNote(s)
+	}
 	if cnt.Truncated > 0 {
 		c.warn("%d stacks of pid %d were cut at 4096 native frames", cnt.Truncated, s.hdr.PID)
 	}
