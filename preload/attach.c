@@ -32,6 +32,7 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 
+#include "allocapi.h"
 #include "attach.h"
 #include "blockset.h"
 #include "boot.h"
@@ -68,6 +69,10 @@ _Static_assert(0 HL_HOOKED(ONE) <= HL_CONTROL_HOOKS, "HL_CONTROL_HOOKS in heaple
 static char dir[HL_CONTROL_DIR];
 static int switching;        /* a thread is starting or ending a session */
 static int64_t next_agent_check; /* CLOCK_MONOTONIC ns */
+static int heartbeat;        /* the agent's liveness is CTL.alive_ns, not kill() (another PID namespace) */
+
+/* An agent that has not written alive_ns for this long is gone (it writes it every quarter second). */
+#define HEARTBEAT_LOST 5000000000ll
 
 /* The agent's settings, checked as untrusted: a bad one gives the default. */
 static void take_settings(void)
@@ -81,6 +86,7 @@ static void take_settings(void)
 	if (!g.seeded)
 		g.seed = (uint64_t)now_ns(CLOCK_MONOTONIC) * (uint64_t)0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
 	g.follow = !(flags & HL_CTL_NO_FOLLOW);
+	SET_RELAXED(heartbeat, (flags & HL_CTL_HEARTBEAT) != 0);
 	SET_RELAXED(g.no_python, (flags & HL_CTL_NO_PYTHON) != 0);
 	memcpy(dir, CTL.dir, sizeof dir);
 	dir[sizeof dir - 1] = 0;
@@ -148,8 +154,12 @@ int attach_poll(uint64_t *session)
 	int orphaned = 0;
 	if (cur && stop != cur && now_ns(CLOCK_MONOTONIC) >= RELAXED(next_agent_check)) {
 		int saved = errno; /* the program's */
-		SET_RELAXED(next_agent_check, now_ns(CLOCK_MONOTONIC) + 1000000000);
-		orphaned = kill((pid_t)RELAXED(CTL.agent_pid), 0) != 0 && errno == ESRCH;
+		int64_t t = now_ns(CLOCK_MONOTONIC);
+		SET_RELAXED(next_agent_check, t + 1000000000);
+		if (RELAXED(heartbeat))
+			orphaned = t - (int64_t)RELAXED(CTL.alive_ns) > HEARTBEAT_LOST;
+		else
+			orphaned = kill((pid_t)RELAXED(CTL.agent_pid), 0) != 0 && errno == ESRCH;
 		errno = saved;
 	}
 	int change = cur ? stop == cur || start > cur || orphaned : start > RELAXED(CTL.ended);
@@ -233,6 +243,9 @@ __attribute__((constructor)) static void heaplens_attach_load(void)
 	find_loader();
 	g.find_object = (int (*)(void *, struct dl_find_object *))dlsym(RTLD_DEFAULT, "_dl_find_object");
 	find_allocator();
+	allocapi_resolve();
+	allocapi_route_all();
+	allocapi_started();
 	heapstats_init();
 	stacks_init();
 	pools_init();

@@ -56,6 +56,7 @@ int64_t blockset_take(struct blockset *s, void *p); /* its size (at most 0xffff)
 void blockset_keep(struct blockset *s, void *p, size_t n, int func); /* puts and records, or counts a drop */
 void blockset_pin(struct blockset *s, const void *p); /* every free of p takes the slow path */
 extern struct blockset sampled_blocks; /* hooks.c: the malloc family's sampled blocks */
+void *kept_block(void *p, size_t n, int func); /* hooks.c: p (sampled) into sampled_blocks and the ring; p */
 
 #pragma GCC visibility pop
 

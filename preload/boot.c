@@ -17,6 +17,7 @@
 #include <sys/random.h>
 #include <sys/syscall.h>
 
+#include "allocapi.h"
 #include "blockset.h"
 #include "boot.h"
 #include "core.h"
@@ -284,7 +285,9 @@ __attribute__((constructor)) static void heaplens_init(void)
 	init_global();
 	pools_init();
 	if (g.active) {
+		allocapi_resolve();
 		scan_modules();
+		allocapi_started();
 		py_detect();
 		__atomic_fetch_or(&g.ring->flags, HL_FLAG_INIT_DONE, __ATOMIC_RELEASE);
 	}

@@ -190,6 +190,7 @@ enum hl_func {
 
 #define HL_CTL_NO_PYTHON 1u /* no Python frames or PyMem hooks in this session */
 #define HL_CTL_NO_FOLLOW 2u /* fork children of the process are not profiled */
+#define HL_CTL_HEARTBEAT 4u /* the agent is not in the process's PID namespace: alive_ns, not kill(agent_pid), says it lives */
 
 struct hl_control {
 	uint64_t magic;
@@ -205,7 +206,8 @@ struct hl_control {
 	uint64_t ring_size; /* agent: data bytes, a power of two */
 	uint64_t flags;     /* agent: HL_CTL_* */
 	uint64_t epoch;     /* agent: raised after each write of start or stop: every hook's next call notices */
-	uint8_t pad[40];
+	uint64_t alive_ns;  /* agent, with HL_CTL_HEARTBEAT: its CLOCK_MONOTONIC time, rewritten while it drains */
+	uint8_t pad[32];
 	char dir[HL_CONTROL_DIR];        /* agent: the session directory, NUL-terminated */
 	uint64_t hook[HL_CONTROL_HOOKS]; /* library: our definitions */
 	uint64_t real[HL_CONTROL_HOOKS]; /* library: the definitions they call, 0 unknown */

@@ -23,7 +23,7 @@
 
 struct blockset sampled_blocks;
 
-static COLD void *kept(void *p, size_t n, int func)
+COLD void *kept_block(void *p, size_t n, int func)
 {
 	if (p)
 		blockset_keep(&sampled_blocks, p, n, func);
@@ -44,7 +44,7 @@ static COLD void *malloc_slow(size_t n)
 {
 	if (!sample_slow(n))
 		return NEXT(malloc)(n);
-	return kept(NEXT(malloc)(n), n, HL_FUNC_MALLOC);
+	return kept_block(NEXT(malloc)(n), n, HL_FUNC_MALLOC);
 }
 
 /* malloc and free without a stack frame: four and six instructions to the allocator's. */
@@ -72,7 +72,7 @@ EXPORT void *HOOK(calloc)(size_t k, size_t n)
 	size_t t;
 	if (FROM_LOADER() || __builtin_mul_overflow(k, n, &t) || likely(!sample_now(t)))
 		return NEXT(calloc)(k, n);
-	return kept(NEXT(calloc)(k, n), t, HL_FUNC_CALLOC);
+	return kept_block(NEXT(calloc)(k, n), t, HL_FUNC_CALLOC);
 }
 
 /*
@@ -84,7 +84,7 @@ static COLD void *do_realloc(void *p, size_t n, int func, int counted)
 {
 	int new = counted ? sample_slow(n) : sample_now(n);
 	if (p && in_boot(p)) { /* a bootstrap block moves to the allocator */
-		void *q = new ? kept(NEXT(malloc)(n), n, func) : NEXT(malloc)(n);
+		void *q = new ? kept_block(NEXT(malloc)(n), n, func) : NEXT(malloc)(n);
 		if (q)
 			memcpy(q, p, boot_size(p) < n ? boot_size(p) : n);
 		return q;
@@ -103,7 +103,7 @@ static COLD void *do_realloc(void *p, size_t n, int func, int counted)
 			blockset_keep(&sampled_blocks, p, have, func);
 		return NULL;
 	}
-	return new ? kept(q, n, func) : q;
+	return new ? kept_block(q, n, func) : q;
 }
 
 static COLD void *realloc_slow(void *p, size_t n, int func) { return do_realloc(p, n, func, 1); }
@@ -138,7 +138,7 @@ EXPORT int HOOK(posix_memalign)(void **r, size_t align, size_t n)
 		return NEXT(posix_memalign)(r, align, n);
 	int e = NEXT(posix_memalign)(r, align, n);
 	if (!e)
-		kept(*r, n, HL_FUNC_POSIX_MEMALIGN);
+		kept_block(*r, n, HL_FUNC_POSIX_MEMALIGN);
 	return e;
 }
 
@@ -146,21 +146,21 @@ EXPORT void *HOOK(aligned_alloc)(size_t align, size_t n)
 {
 	if (FROM_LOADER() || likely(!sample_now(n)))
 		return NEXT(aligned_alloc)(align, n);
-	return kept(NEXT(aligned_alloc)(align, n), n, HL_FUNC_ALIGNED_ALLOC);
+	return kept_block(NEXT(aligned_alloc)(align, n), n, HL_FUNC_ALIGNED_ALLOC);
 }
 
 EXPORT void *HOOK(memalign)(size_t align, size_t n)
 {
 	if (FROM_LOADER() || likely(!sample_now(n)))
 		return NEXT(memalign)(align, n);
-	return kept(NEXT(memalign)(align, n), n, HL_FUNC_MEMALIGN);
+	return kept_block(NEXT(memalign)(align, n), n, HL_FUNC_MEMALIGN);
 }
 
 EXPORT void *HOOK(valloc)(size_t n)
 {
 	if (FROM_LOADER() || likely(!sample_now(n)))
 		return NEXT(valloc)(n);
-	return kept(NEXT(valloc)(n), n, HL_FUNC_VALLOC);
+	return kept_block(NEXT(valloc)(n), n, HL_FUNC_VALLOC);
 }
 
 /* pvalloc rounds up to whole pages: the sampler counts what it gives. */
@@ -169,7 +169,7 @@ EXPORT void *HOOK(pvalloc)(size_t n)
 	size_t page = (size_t)sysconf(_SC_PAGESIZE), r = n ? (n + page - 1) & ~(page - 1) : page;
 	if (FROM_LOADER() || n > SIZE_MAX - page || likely(!sample_now(r)))
 		return NEXT(pvalloc)(n);
-	return kept(NEXT(pvalloc)(n), r, HL_FUNC_PVALLOC);
+	return kept_block(NEXT(pvalloc)(n), r, HL_FUNC_PVALLOC);
 }
 
 EXPORT size_t HOOK(malloc_usable_size)(void *p)

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <string.h>
 
+#include "allocapi.h"
 #include "core.h"
 #include "modules.h"
 #include "ring.h"
@@ -128,6 +129,7 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg)
 			SET_RELAXED(g.self_lo, lo), SET_RELAXED(g.self_hi, lo + ph->p_memsz);
 	}
 	find_build_id(m, info);
+	allocapi_patch(info);
 	emit_module(m);
 	__atomic_store_n(&g.nmod, g.nmod + 1, __ATOMIC_RELEASE);
 	return 0;

@@ -13,6 +13,7 @@
 #
 # A root is complete only once its stamp file exists. A run that died after
 # debootstrap finished goes on from there; one that died during it starts again.
+# A root made with an older package list gets the packages added in place.
 set -euo pipefail
 
 kind="${1:?usage: debroot.sh sid|bullseye|arm64 [DIR]}"
@@ -21,9 +22,15 @@ cache="${XDG_CACHE_HOME:-$HOME/.cache}"
 case "$kind" in
 sid)
 	name=sid-py suite=sid
-	stamp_text="heaplens sid root v1: python3.14 python3.15 gcc"
-	# gcc builds the tests' C extension modules against each interpreter.
-	pkgs=(python3.14 python3.14-dev python3.15 python3.15-dev gcc libc6-dev)
+	stamp_text="heaplens sid root v4: python3.14 python3.15 gcc venv numpy openblas sklearn numexpr pytest libomp testsuite"
+	# gcc builds the tests' C extension modules against each interpreter;
+	# venv, numpy and pytest run the pytest plugin's sample project; numpy
+	# over OpenBLAS (its pthread and OpenMP builds), scikit-learn (OpenMP),
+	# numexpr (its own pool) and libomp5 run the pool tests; the test suites
+	# are test/cpython's.
+	pkgs=(python3.14 python3.14-dev python3.14-venv python3.15 python3.15-dev python3.15-venv gcc libc6-dev
+		python3-numpy libopenblas0-pthread libopenblas0-openmp python3-sklearn python3-numexpr python3-pytest libomp5
+		libpython3.14-testsuite libpython3.15-testsuite)
 	;;
 bullseye)
 	name=bullseye suite=bullseye
@@ -91,28 +98,38 @@ flock 9
 ready && exit 0
 
 tmp="$root.tmp"
-rm -rf "$root"
-if [ ! -f "$tmp/.debootstrap-done" ]; then
-	rm -rf "$tmp"
-	echo "debroot: debootstrap $suite from $mirror into $tmp (a few minutes)" >&2
-	debootstrap --variant=minbase "${arch_args[@]}" "$suite" "$tmp" "$mirror" >"$tmp.log" 2>&1 || {
-		tail -20 "$tmp.log" >&2
-		exit 1
-	}
-	touch "$tmp/.debootstrap-done"
+if [ -f "$stamp" ]; then
+	# An older package list: the tests using the root meanwhile keep it.
+	work=$root
+	echo "debroot: adding packages to $root" >&2
+else
+	work=$tmp
+	rm -rf "$root"
+	if [ ! -f "$tmp/.debootstrap-done" ]; then
+		rm -rf "$tmp"
+		echo "debroot: debootstrap $suite from $mirror into $tmp (a few minutes)" >&2
+		debootstrap --variant=minbase "${arch_args[@]}" "$suite" "$tmp" "$mirror" >"$tmp.log" 2>&1 || {
+			tail -20 "$tmp.log" >&2
+			exit 1
+		}
+		touch "$tmp/.debootstrap-done"
+	fi
 fi
 
 # Release files may be older than apt's validity window on a snapshot
 # mirror; the signature is still checked.
-in_root() { chroot "$tmp" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive "$@"; }
-in_root apt-get -qq -o Acquire::Check-Valid-Until=false update
-in_root apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >>"$tmp.log" 2>&1 || {
+in_root() { chroot "$work" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive "$@"; }
+apt=(apt-get -qq -o Acquire::Check-Valid-Until=false -o DPkg::Lock::Timeout=1800)
+in_root "${apt[@]}" update
+in_root "${apt[@]}" install -y --no-install-recommends "${pkgs[@]}" >>"$tmp.log" 2>&1 || {
 	tail -20 "$tmp.log" >&2
 	exit 1
 }
 in_root apt-get clean
-rm -f "$tmp/.debootstrap-done"
-echo "$stamp_text" >"$tmp/.heaplens-root"
-mv "$tmp" "$root"
+echo "$stamp_text" >"$work/.heaplens-root"
+if [ "$work" = "$tmp" ]; then
+	rm -f "$tmp/.debootstrap-done"
+	mv "$tmp" "$root"
+fi
 rm -f "$tmp.log"
 echo "debroot: $root ready" >&2

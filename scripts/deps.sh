@@ -26,7 +26,7 @@ if [ "${1:-}" != demo ]; then
 	for p in python3-numpy python3-sklearn python3-numexpr python3-torch libopenblas0-pthread libopenblas0-openmp; do
 		pkg "$p"
 	done
-	for p in libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0; do # programs whose malloc is not glibc's (test/e2e/allocators_test.go)
+	for p in libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev; do # programs whose malloc is not glibc's, and ones calling their own APIs (test/e2e/allocators_test.go, allocapi_test.go)
 		pkg "$p"
 	done
 	pkg python3-dev # the pytest plugin test builds a C extension module for /usr/bin/python3

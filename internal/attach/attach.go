@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/heaplens/heaplens/internal/inject"
 	"github.com/heaplens/heaplens/internal/procmaps"
 	"github.com/heaplens/heaplens/internal/ring"
+	"golang.org/x/sys/unix"
 )
 
 // Settings are a session's.
@@ -30,6 +32,17 @@ type Settings struct {
 	RingSize uint64 // 0: the library's default
 	NoPython bool
 	NoFollow bool
+	// Heartbeat: heaplens is not in the process's PID namespace, where its
+	// pid means nothing; the library learns that heaplens lives from the
+	// time Session.Beat writes (every quarter second at least). Beat writes
+	// it in every session, for another heaplens to see (agentAlive).
+	Heartbeat bool
+	// ClockOffset is the process's CLOCK_MONOTONIC less heaplens's (a time
+	// namespace's offset), for Beat.
+	ClockOffset time.Duration
+	// Copy, if set, is heaplens's own copy of the library, read when the
+	// process's file cannot be (placed in a container and removed).
+	Copy string
 }
 
 // Session is one attach session: in the process attached to and in the
@@ -37,12 +50,17 @@ type Settings struct {
 type Session struct {
 	PID    int
 	Number uint64
-	Inject *inject.Result // nil when the library was loaded already
-	Routed int            // GOT entries routed in the process at the start
+	// Library is the path of the library as the process loaded it (by this
+	// session or an earlier one).
+	Library string
+	Inject  *inject.Result // nil when the library was loaded already
+	Routed  int            // GOT entries routed in the process at the start
 
-	ctl   uint64 // heaplens_control's address (the same in fork children)
-	hooks []gotpatch.Hook
-	procs map[int]*gotpatch.Patcher
+	ctl       uint64 // heaplens_control's address (the same in fork children)
+	hooks     []gotpatch.Hook
+	beat      time.Duration // Settings.ClockOffset
+	heartbeat bool          // Settings.Heartbeat
+	procs     map[int]*gotpatch.Patcher
 }
 
 // ErrAttached means another heaplens is attached to the process.
@@ -58,7 +76,7 @@ func Start(pid int, lib string, set Settings, slow func(string)) (*Session, erro
 	if err := Check(pid); err != nil {
 		return nil, err
 	}
-	s := &Session{PID: pid, procs: map[int]*gotpatch.Patcher{}}
+	s := &Session{PID: pid, procs: map[int]*gotpatch.Patcher{}, beat: set.ClockOffset, heartbeat: set.Heartbeat}
 	mod, err := findLibrary(pid, lib)
 	if err != nil {
 		return nil, err
@@ -74,7 +92,8 @@ func Start(pid int, lib string, set Settings, slow func(string)) (*Session, erro
 			return nil, err
 		}
 	}
-	f, err := mod.Open(pid)
+	s.Library = strings.TrimSuffix(mod.Path, " (deleted)")
+	f, err := openLibrary(pid, mod, set.Copy)
 	if err != nil {
 		return nil, fmt.Errorf("attach: %w", err)
 	}
@@ -97,7 +116,7 @@ func Start(pid int, lib string, set Settings, slow func(string)) (*Session, erro
 	}
 	s.hooks = c.hooks
 	if c.session != 0 {
-		if c.agent != os.Getpid() && alive(c.agent) {
+		if c.agent != os.Getpid() && s.agentAlive(c) {
 			return nil, &ErrAttached{PID: pid, Agent: c.agent}
 		}
 		// Its heaplens is gone (or ended without the library seeing it): the
@@ -107,6 +126,9 @@ func Start(pid int, lib string, set Settings, slow func(string)) (*Session, erro
 		}
 	}
 	s.Number = max(c.start, c.ended, c.session) + 1
+	if err := put(mem, s.ctl+ring.CtlAlive, s.now()); err != nil {
+		return nil, err
+	}
 	if err := writeSettings(mem, s.ctl, set); err != nil {
 		return nil, err
 	}
@@ -158,6 +180,50 @@ func (s *Session) Follow(pids []int) error {
 	return errors.Join(errs...)
 }
 
+// Beat tells the library in every process of the session that heaplens
+// lives (Settings.Heartbeat).
+func (s *Session) Beat() {
+	if s.Number == 0 {
+		return
+	}
+	now := s.now()
+	for pid := range s.procs {
+		if mem, err := procmaps.OpenMem(pid, true); err == nil {
+			put(mem, s.ctl+ring.CtlAlive, now)
+			mem.Close()
+		}
+	}
+}
+
+// agentAlive reports whether the heaplens of the session running in the
+// process lives: its heartbeat, which it writes whatever namespace it
+// runs in, is recent; for a heaplens that wrote none, its pid (which means
+// something only in a PID namespace where it runs).
+func (s *Session) agentAlive(c *control) bool {
+	if c.alive == 0 {
+		return alive(c.agent)
+	}
+	if int64(s.now()-c.alive) >= int64(heartbeatLost) {
+		return false
+	}
+	// A heaplens in the process's PID namespace (no heartbeat flag), as this
+	// one is: its pid says it for sure (it may have been killed a moment ago).
+	if c.flags&ring.CtlHeartbeat == 0 && !s.heartbeat {
+		return alive(c.agent)
+	}
+	return true
+}
+
+// heartbeatLost is the library's HEARTBEAT_LOST (preload/attach.c).
+const heartbeatLost = 5 * time.Second
+
+// now is CLOCK_MONOTONIC as the process reads it.
+func (s *Session) now() uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano() + int64(s.beat))
+}
+
 // Stop ends the session in every process of it: the library is told to
 // stop, which it does at the next call of any hook (that is waited for, up
 // to a second: a process that calls none meanwhile ends it when it next
@@ -175,6 +241,12 @@ func (s *Session) Stop() error {
 					break
 				}
 				time.Sleep(2 * time.Millisecond)
+			}
+			// No heartbeat: a heaplens attaching next must not take this one,
+			// gone, for alive (agentAlive).
+			if w, err := procmaps.OpenMem(pid, true); err == nil {
+				put(w, s.ctl+ring.CtlAlive, 0)
+				w.Close()
 			}
 			mem.Close()
 		}
@@ -213,7 +285,7 @@ func signal(mem *procmaps.Mem, ctl uint64, field, n uint64) error {
 // Detach ends the session in pid for `heaplens detach`: when its heaplens
 // runs, it is asked to (SIGINT) and its pid returned; when it is gone, the
 // session is ended here (agent 0).
-func Detach(pid int) (agent int, err error) {
+func Detach(pid int, copy string) (agent int, err error) {
 	mod, err := findAnyLibrary(pid)
 	if err != nil {
 		return 0, err
@@ -221,7 +293,7 @@ func Detach(pid int) (agent int, err error) {
 	if mod == nil {
 		return 0, fmt.Errorf("process %d is not attached to (heaplens attach never loaded its library there)", pid)
 	}
-	f, err := mod.Open(pid)
+	f, err := openLibrary(pid, mod, copy)
 	if err != nil {
 		return 0, fmt.Errorf("detach: %w", err)
 	}
@@ -255,6 +327,16 @@ func Detach(pid int) (agent int, err error) {
 	}
 	_, err = p.Restore()
 	return 0, err
+}
+
+// openLibrary opens the library's file in pid, or heaplens's copy of it
+// when that cannot be opened and has its name (which holds its hash).
+func openLibrary(pid int, mod *elfmod.Module, copy string) (*elfmod.File, error) {
+	f, err := mod.Open(pid)
+	if err != nil && copy != "" && filepath.Base(copy) == mod.Base() {
+		return mod.OpenCopy(copy)
+	}
+	return f, err
 }
 
 // findLibrary returns the mapped module of lib in pid, nil if it is not
@@ -291,6 +373,8 @@ type control struct {
 	start, ended uint64
 	session      uint64
 	agent        int
+	alive        uint64 // the agent's heartbeat, 0 if it wrote none
+	flags        uint64
 	hooks        []gotpatch.Hook
 }
 
@@ -304,6 +388,7 @@ func readControl(mem *procmaps.Mem, at uint64) (*control, error) {
 		magic: le.Uint64(b[ring.CtlMagic:]), version: le.Uint32(b[ring.CtlVersion:]),
 		start: le.Uint64(b[ring.CtlStart:]), ended: le.Uint64(b[ring.CtlEnded:]),
 		session: le.Uint64(b[ring.CtlSession:]), agent: int(int64(le.Uint64(b[ring.CtlAgentPID:]))),
+		alive: le.Uint64(b[ring.CtlAlive:]), flags: le.Uint64(b[ring.CtlFlags:]),
 	}
 	n := min(int(le.Uint32(b[ring.CtlNHooks:])), ring.ControlHooks)
 	for i := 0; i < n; i++ {
@@ -338,6 +423,9 @@ func writeSettings(mem *procmaps.Mem, ctl uint64, set Settings) error {
 	}
 	if set.NoFollow {
 		flags |= ring.CtlNoFollow
+	}
+	if set.Heartbeat {
+		flags |= ring.CtlHeartbeat
 	}
 	le.PutUint64(b[ring.CtlFlags-ring.CtlAgentPID:], flags)
 	if err := mem.WriteAt(b, ctl+ring.CtlAgentPID); err != nil {

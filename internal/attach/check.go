@@ -49,7 +49,7 @@ func Check(pid int) error {
 	if err := checkPtraceAllowed(pid, st); err != nil {
 		return err
 	}
-	if err := checkSameMounts(pid); err != nil {
+	if err := checkKernelAllows(pid, st); err != nil {
 		return err
 	}
 	if err := checkExecutable(pid); err != nil {
@@ -62,7 +62,8 @@ func Check(pid int) error {
 	loader := false
 	for _, m := range elfmod.Loaded(maps) {
 		b := m.Base()
-		if strings.HasPrefix(b, "ld-linux") {
+		// ld-linux-x86-64.so.2, or before glibc 2.34 the file it links to (ld-2.31.so).
+		if strings.HasPrefix(b, "ld-linux") || strings.HasPrefix(b, "ld-2.") {
 			loader = true
 		}
 		if strings.HasPrefix(b, "libheaplens-") && !strings.HasPrefix(b, "libheaplens-attach-") {
@@ -157,17 +158,6 @@ func descendant(pid int) bool {
 		}
 	}
 	return false
-}
-
-// checkSameMounts: the library's and the session directory's paths must
-// mean the same files in the process.
-func checkSameMounts(pid int) error {
-	mine, err1 := os.Readlink("/proc/self/ns/mnt")
-	theirs, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
-	if err1 == nil && err2 == nil && mine != theirs {
-		return fmt.Errorf("process %d runs in another mount namespace (a container?): run heaplens attach inside it", pid)
-	}
-	return nil
 }
 
 func checkExecutable(pid int) error {

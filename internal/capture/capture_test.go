@@ -24,7 +24,7 @@ import (
 func full() []any {
 	return []any{
 		&Meta{FormatVersion: 1, HeaplensVersion: "0.1.0-dev", Rate: 512 << 10, StartUnixNano: 1_700_000_000_123_456_789,
-			Command: []string{"python3", "-c", "print('héllo; world')"}, Host: "build-7", AttachedPID: 31337},
+			Command: []string{"python3", "-c", "print('héllo; world')"}, Host: "build-7", AttachedPID: 31337, AttachedHostPID: 7},
 		&Process{Stream: 3, PID: 4242, PPID: 1, StartMonoNano: 99_000_000_001, StartUnixNano: -5,
 			Cmdline: []string{"/usr/bin/python3", "app.py", ""}, Exe: "/usr/bin/python3.12", Python: "3.12.1", PythonNote: "note"},
 		&Mapping{ID: 7, Stream: 3, Start: 0x7f00_0000_0000, Limit: 0x7f00_0010_0000, Offset: 0x1000,

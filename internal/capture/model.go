@@ -17,6 +17,10 @@ type Meta struct {
 	// AttachedPID is the process heaplens attach profiled, 0 for heaplens
 	// run. Its streams begin at the attach and end at the detach.
 	AttachedPID int
+	// AttachedHostPID is, when the process runs in another PID namespace
+	// than heaplens (a container), its pid in heaplens's; AttachedPID and
+	// every other pid of the capture are then those of its namespace.
+	AttachedHostPID int
 }
 
 // Process is one stream: one process image that loaded the library. An exec

@@ -94,6 +94,9 @@ func (m *Meta) code(c *codec) {
 	c.string(&m.Host)
 	if c.more(m.AttachedPID != 0) { // heaplens attach
 		signed(c, &m.AttachedPID)
+		if c.more(m.AttachedHostPID != 0) { // in another PID namespace
+			signed(c, &m.AttachedHostPID)
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/ring"
@@ -31,7 +32,8 @@ type Collector struct {
 	// pyEvalParts caches evalParts by interpreter file: every process of a
 	// tree runs the same one.
 	pyEvalParts map[string][]unwind.Range
-	pagemap     []byte // ReadResidency's buffer
+	owns        map[string]*ownAllocator // an executable's own allocator (ownalloc.go), nil entries for none
+	pagemap     []byte                   // ReadResidency's buffer
 	streams     map[string]*stream
 	order       []*stream
 	nextID      uint64
@@ -50,6 +52,7 @@ type Collector struct {
 	// unwindCheck: HEAPLENS_UNWIND_CHECK=1, the unwind counts of every process are reported.
 	unwindCheck bool
 	warnings    []string
+	nsNotes     int // pids translated (SetForeign)
 	// notes name processes that ran unprofiled or with less than asked for.
 	notes []string
 
@@ -57,10 +60,68 @@ type Collector struct {
 	// that have Python frames.
 	NativePythonInternals bool
 
+	// foreign, when set, reaches processes in other namespaces (SetForeign).
+	foreign     Foreign
+	clockOffset int64 // the processes' CLOCK_MONOTONIC less heaplens's (now)
+
 	// Totals for the summary.
 	Allocs, Frees uint64
 	pyCodes       int
 }
+
+// Foreign reaches processes that run in other namespaces than heaplens
+// (internal/container).
+type Foreign interface {
+	// Path is the name under which heaplens opens a file the process names path.
+	Path(path string) string
+	// HostPID is heaplens's pid of the process's own pid, 0 if it is gone.
+	HostPID(pid int) int
+	// ClockOffset is the processes' CLOCK_MONOTONIC less heaplens's.
+	ClockOffset() time.Duration
+}
+
+// SetForeign says that the processes run in other namespaces than heaplens
+// (heaplens attach into a container), reached through f: their files, the
+// separate debug files among them, and their pids. Call it before the
+// first Poll.
+func (c *Collector) SetForeign(f Foreign) {
+	c.foreign = f
+	c.clockOffset = int64(f.ClockOffset())
+	roots := symbolize.DebugRoots
+	c.syms.DebugRoots = make([]string, len(roots))
+	for i, r := range roots {
+		c.syms.DebugRoots[i] = f.Path(r)
+	}
+}
+
+// file is the name under which the agent opens a process's file.
+func (c *Collector) file(path string) string {
+	if c.foreign == nil {
+		return path
+	}
+	return c.foreign.Path(path)
+}
+
+// translate finds the pid by which heaplens reaches the stream's process.
+// The pids of the records and reports stay the process's own, which are
+// always known: those of its PID namespace, like its paths those of its
+// mount namespace; a note gives heaplens's pid beside them.
+func (c *Collector) translate(s *stream) {
+	if c.foreign == nil {
+		return
+	}
+	// 0 when it ended before its ring was found (a fork storm's children).
+	s.host = c.foreign.HostPID(s.hdr.PID)
+	if s.host == s.hdr.PID || s.host == 0 {
+		return
+	}
+	if c.nsNotes++; c.nsNotes <= maxNSNotes && c.w != nil {
+		c.w.Note(&capture.Note{Stream: s.id, Text: fmt.Sprintf("pid %d of the process's PID namespace is pid %d in heaplens's", s.hdr.PID, s.host)})
+	}
+}
+
+// maxNSNotes bounds the notes of pids translated (a fork storm makes hundreds).
+const maxNSNotes = 16
 
 type symKey struct {
 	path  string
@@ -90,6 +151,7 @@ type stream struct {
 	refs    []refSlot // by the slot of a STACK record's ref
 	badRefs uint64    // ALLOCs naming a ref no STACK record defined
 
+	host       int       // heaplens's pid of the process (hdr.PID is its own); 0 if it ended before it was found
 	exitMark   *uint64   // the status the process passed to exit(), if it did
 	highWater  uint64    // the kernel's high-water mark of its RSS: its exit mark, or the agent's last reading
 	announced  bool      // its Process record is written
@@ -100,12 +162,13 @@ type stream struct {
 	corrupt    bool      // a record header could not be framed: nothing more is read
 	execd      bool      // its process exec'd an image that has no ring (see Execd)
 	maps       mappings  // its sampled mappings still mapped
+	own        *ownState // an allocator linked into its executable beside malloc, or nil (ownalloc.go)
 	big        bigBlocks // its live sampled blocks of residentMin bytes or more
 	published  uint64    // fingerprint of the big blocks last listed in its ring (publishResident)
 }
 
 func newStream(name string, r *ring.Ring, h ring.Header) *stream {
-	return &stream{name: name, r: r, hdr: h, locs: map[uint64]uint64{},
+	return &stream{name: name, r: r, hdr: h, host: h.PID, locs: map[uint64]uint64{},
 		raw: newRawCache[uint64](maxRawBytes), natives: newRawCache[*nativeStack](maxRawBytes)}
 }
 
@@ -154,12 +217,15 @@ func (c *Collector) BuildUnwindTables() {
 // Streams returns how many process images have been seen.
 func (c *Collector) Streams() int { return len(c.order) }
 
-// Live returns the pid of every stream that has not ended, by stream.
+// Live returns the pid of every stream that has not ended, by stream, as
+// heaplens reaches it (SetForeign: not the process's own).
 func (c *Collector) Live() map[uint32]int {
 	live := map[uint32]int{}
 	for _, s := range c.order {
 		if !s.ended && s.r != nil {
-			live[s.id] = s.hdr.PID
+			if s.host > 0 {
+				live[s.id] = s.host
+			}
 		}
 	}
 	return live
@@ -256,7 +322,7 @@ func (c *Collector) Poll(final bool) error {
 	wasAlive := make(map[*stream]bool, len(c.order))
 	for _, s := range c.order {
 		if !s.ended {
-			wasAlive[s] = c.awaited[s.hdr.PID] || processAlive(s.hdr.PID)
+			wasAlive[s] = c.awaited[s.hdr.PID] || s.alive()
 		}
 	}
 	if err := c.discover(); err != nil {
@@ -279,7 +345,7 @@ func (c *Collector) Poll(final bool) error {
 		}
 		alive, known := wasAlive[s]
 		if !known {
-			alive = c.awaited[s.hdr.PID] || processAlive(s.hdr.PID)
+			alive = c.awaited[s.hdr.PID] || s.alive()
 		}
 		if !final && alive && !s.r.InitDone() {
 			continue // wait for the module list, so early samples symbolize
@@ -390,6 +456,7 @@ func (c *Collector) discover() error {
 	})
 	for _, s := range fresh {
 		s.id = uint32(len(c.order) + 1)
+		c.translate(s)
 		c.streams[s.name] = s
 		c.order = append(c.order, s)
 	}
@@ -410,9 +477,11 @@ func (c *Collector) announce(s *stream) error {
 		s.py = &pyStream{eval: p.EvalAddr,
 			codes: map[codeKey]*pyCode{}, locs: map[pyLocKey]uint64{}, native: map[uint64]stack.Class{}}
 	}
-	if definesMalloc(h.Exe) {
+	if definesMalloc(c.file(h.Exe)) {
 		c.warn("pid %d (%s): the executable defines its own malloc, which comes before heaplens's: its heap allocations are not seen, "+
 			"only its mappings (docs/allocators.md)", h.PID, command(h))
+	} else {
+		s.own = c.ownAllocatorOf(h)
 	}
 	if err := c.w.Process(&capture.Process{
 		Stream: s.id, PID: h.PID, PPID: h.PPID,
@@ -425,7 +494,13 @@ func (c *Collector) announce(s *stream) error {
 	return nil
 }
 
+// alive reports whether the stream's process runs.
+func (s *stream) alive() bool { return s.host > 0 && processAlive(s.host) }
+
 func processAlive(pid int) bool {
+	if pid <= 0 {
+		return false // kill(0, 0) would ask about heaplens's process group
+	}
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
@@ -522,7 +597,7 @@ func (c *Collector) module(s *stream, rec *ring.Record) error {
 			break
 		}
 	}
-	if f, err := c.syms.File(rec.Path); err == nil {
+	if f, err := c.syms.File(c.file(rec.Path)); err == nil {
 		m.file = f
 		mp.BuildID = f.BuildID()
 	}
@@ -571,6 +646,9 @@ func (c *Collector) alloc(s *stream, rec *ring.Record) error {
 		}
 	}
 	c.Allocs++
+	if s.own != nil {
+		s.seeAlloc(rec, sid)
+	}
 	if capture.MemKind(rec.Func) == capture.MemMmap {
 		s.maps.add(rec.Addr)
 	}
@@ -613,6 +691,9 @@ func (c *Collector) end(s *stream, replaced bool) error {
 		e.LostBytes = cnt.Head - cnt.Tail
 	}
 	c.backingNote(s, cnt)
+	if s.own != nil {
+		c.ownNote(s)
+	}
 	if cnt.Truncated > 0 {
 		c.warn("%d stacks of pid %d were cut at 4096 native frames", cnt.Truncated, s.hdr.PID)
 	}
@@ -659,8 +740,8 @@ func (c *Collector) end(s *stream, replaced bool) error {
 	if s.hdr.PID == c.root && !replaced {
 		e.MaxRSS = c.maxRSS
 	}
-	e.TimeNano = monoNow()
-	if detached, at := s.r.Detached(); s.hdr.Attached && !e.Known && !e.Exec && (detached || processAlive(s.hdr.PID)) {
+	e.TimeNano = c.now()
+	if detached, at := s.r.Detached(); s.hdr.Attached && !e.Known && !e.Exec && (detached || s.alive()) {
 		e.Detached = true
 		if detached && at > s.hdr.StartMonoNano && at < e.TimeNano {
 			e.TimeNano = at // when the session ended, not when the agent wrote it down

@@ -19,7 +19,7 @@ func (c *Collector) HighWater(stream uint32, bytes uint64) {
 // Young reports whether a running stream started less than d ago: its RSS
 // is worth reading at every poll, so that a short run has a timeline.
 func (c *Collector) Young(d time.Duration) bool {
-	now := monoNow()
+	now := c.now()
 	for _, s := range c.order {
 		if !s.ended && s.r != nil && now-s.hdr.StartMonoNano < int64(d) {
 			return true

@@ -136,7 +136,7 @@ func (c *Collector) inEvalPart(s *stream, m *module, addr uint64) bool {
 		}
 		parts, ok := c.pyEvalParts[m.path]
 		if !ok {
-			parts, _ = evalParts(m.path) // none found: frames are placed by name alone, as before
+			parts, _ = evalParts(c.file(m.path)) // none found: frames are placed by name alone, as before
 			c.pyEvalParts[m.path] = parts
 		}
 		s.py.parts = parts

@@ -34,13 +34,13 @@ type bigBlocks map[uint64]uint64
 // may read (the page frame numbers, which need privileges, are not used).
 // A process that is gone, or whose pagemap cannot be read, is skipped.
 func (c *Collector) ReadResidency() error {
-	now := monoNow()
+	now := c.now()
 	budget := uint64(residentPages)
 	for _, s := range c.order {
 		if s.ended || s.r == nil || len(s.big) == 0 {
 			continue
 		}
-		f, err := os.Open(fmt.Sprintf("/proc/%d/pagemap", s.hdr.PID))
+		f, err := os.Open(fmt.Sprintf("/proc/%d/pagemap", s.host))
 		if err != nil {
 			continue
 		}

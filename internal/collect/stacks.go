@@ -62,6 +62,9 @@ func (c *Collector) stack(s *stream, rec *ring.Record) (uint64, error) {
 		return sid, nil
 	}
 	sid, err := c.mergeStack(s, rec, s.rawBuf[rawHeader:rawHeader+8*len(rec.Frames)])
+	if err == nil && s.own != nil {
+		s.seeStack(sid, rec.Frames)
+	}
 	if err != nil || !s.knownCode(rec.Py) {
 		return sid, err
 	}

@@ -99,6 +99,23 @@ func (m Module) Open(pid int) (*File, error) {
 	return nil, fmt.Errorf("%s: %w", m.Path, err)
 }
 
+// OpenCopy opens path, a copy of the module's file that heaplens holds
+// itself (the library heaplens attach placed in a container and removed
+// once loaded: without CAP_SYS_ADMIN, map_files does not open it), and
+// finds the load bias as Open does. The caller vouches for the content.
+func (m Module) OpenCopy(path string) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	out, err := newFile(f, m)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return out, nil
+}
+
 // newFile parses the module's file. The file is the process's: a
 // malformed one is an error, never a panic of the parser.
 func newFile(f *os.File, m Module) (out *File, err error) {

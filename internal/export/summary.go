@@ -334,6 +334,10 @@ func AttachWindow(c *capture.Capture) string {
 	if until > from {
 		span = fmt.Sprintf("for %.1f s", float64(until-from)/1e9)
 	}
-	return fmt.Sprintf("to pid %d from %s %s: only allocations made meanwhile are seen; "+
-		"peak is theirs, leaks are those still live at the detach", c.Meta.AttachedPID, at.Format("2006-01-02 15:04:05"), span)
+	ns := ""
+	if c.Meta.AttachedHostPID != 0 {
+		ns = fmt.Sprintf(" of its container's PID namespace (pid %d in heaplens's)", c.Meta.AttachedHostPID)
+	}
+	return fmt.Sprintf("to pid %d%s from %s %s: only allocations made meanwhile are seen; "+
+		"peak is theirs, leaks are those still live at the detach", c.Meta.AttachedPID, ns, at.Format("2006-01-02 15:04:05"), span)
 }

@@ -219,7 +219,7 @@ func unsafeRanges(maps []procmaps.Mapping) [][2]uint64 {
 		if i := strings.LastIndexByte(b, '/'); i >= 0 {
 			b = b[i+1:]
 		}
-		if strings.HasPrefix(b, "libc.so") || strings.HasPrefix(b, "libc-") || strings.HasPrefix(b, "ld-linux") ||
+		if strings.HasPrefix(b, "libc.so") || strings.HasPrefix(b, "libc-") || strings.HasPrefix(b, "ld-linux") || strings.HasPrefix(b, "ld-2.") ||
 			strings.HasPrefix(b, "libpthread") || strings.HasPrefix(b, "libdl") || strings.HasPrefix(b, "libheaplens") ||
 			strings.HasPrefix(b, "libgcc_s") || m.Path == "[vdso]" || m.Path == "[vsyscall]" {
 			out = append(out, [2]uint64{m.Start, m.End})

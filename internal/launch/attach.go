@@ -1,6 +1,8 @@
 package launch
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +16,7 @@ import (
 	"github.com/heaplens/heaplens/internal/attach"
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/collect"
+	"github.com/heaplens/heaplens/internal/container"
 	"github.com/heaplens/heaplens/internal/inject"
 	"github.com/heaplens/heaplens/internal/privdir"
 )
@@ -61,23 +64,45 @@ func Attach(o AttachOptions) (*AttachResult, error) {
 	if err := CheckRingSize(o.RingSize); o.RingSize != 0 && err != nil {
 		return nil, err
 	}
-	lib := o.Library
-	if lib == "" {
-		var err error
-		if lib, err = AttachLibraryPath(); err != nil {
-			return nil, err
-		}
-	} else if !strings.HasPrefix(filepath.Base(lib), "libheaplens-attach") || !filepath.IsAbs(lib) {
-		return nil, fmt.Errorf("--library %s: give the absolute path of a libheaplens-attach*.so", lib)
+	if o.Library != "" && (!strings.HasPrefix(filepath.Base(o.Library), "libheaplens-attach") || !filepath.IsAbs(o.Library)) {
+		return nil, fmt.Errorf("--library %s: give the absolute path of a libheaplens-attach*.so", o.Library)
 	}
 	if err := attach.Check(o.PID); err != nil {
 		return nil, err
 	}
-	dir, err := sessionDir()
+	tg, err := container.Open(o.PID)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	// The library and the session directory, as the process names them (lib,
+	// inside) and as heaplens does (dir).
+	var lib, dir, inside, copy string
+	var libDir *container.Dir
+	if tg.Root == "" {
+		if lib, err = attachLibrary(o.Library); err != nil {
+			return nil, err
+		}
+		if dir, err = sessionDir(); err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		inside = dir
+	} else {
+		if libDir, lib, err = placeLibrary(tg, o.Library); err != nil {
+			return nil, err
+		}
+		defer libDir.Remove()
+		// Read once the process's copy is removed, when map_files is not allowed.
+		if copy, err = attachLibrary(o.Library); err != nil {
+			return nil, err
+		}
+		sd, err := tg.MakeDir([]string{"/dev/shm", "/tmp"}, 0o700, false)
+		if err != nil {
+			return nil, fmt.Errorf("the session directory: %w", err)
+		}
+		defer sd.Remove()
+		dir, inside = sd.Host, sd.Inside
+	}
 	if err := shareDir(dir, o.PID); err != nil {
 		return nil, err
 	}
@@ -95,7 +120,11 @@ func Attach(o AttachOptions) (*AttachResult, error) {
 		return nil, fmt.Errorf("the capture: %w", err)
 	}
 	defer f.Close()
-	w, err := newCapture(f, capture.Meta{HeaplensVersion: o.Version, Rate: o.Rate, Command: cmdline, AttachedPID: o.PID}, o.Observer)
+	meta := capture.Meta{HeaplensVersion: o.Version, Rate: o.Rate, Command: cmdline, AttachedPID: o.PID}
+	if tg.OtherPIDs { // the capture's pids are the process's own (collect.Collector.SetForeign)
+		meta.AttachedPID, meta.AttachedHostPID = tg.NSPID, o.PID
+	}
+	w, err := newCapture(f, meta, o.Observer)
 	if err != nil {
 		return nil, err
 	}
@@ -105,8 +134,12 @@ func Attach(o AttachOptions) (*AttachResult, error) {
 
 	began := time.Now()
 	sess, err := attach.Start(o.PID, lib, attach.Settings{
-		Dir: dir, Rate: o.Rate, Seed: o.Seed, RingSize: o.RingSize, NoPython: o.NoPython, NoFollow: o.NoFollow,
+		Dir: inside, Rate: o.Rate, Seed: o.Seed, RingSize: o.RingSize, NoPython: o.NoPython, NoFollow: o.NoFollow,
+		Heartbeat: tg.OtherPIDs, ClockOffset: tg.ClockOffset(), Copy: copy,
 	}, func(msg string) { fmt.Fprintf(o.Log, "heaplens: %s\n", msg) })
+	if libDir != nil {
+		libDir.Remove() // loaded (or not): nothing of it stays in the container
+	}
 	if err != nil {
 		f.Close()
 		os.Remove(out)
@@ -118,13 +151,24 @@ func Attach(o AttachOptions) (*AttachResult, error) {
 		res.Pause = sess.Inject.Pause
 		how = fmt.Sprintf("loaded the library, one thread paused %.1f ms", float64(res.Pause.Microseconds())/1000)
 	}
-	fmt.Fprintf(o.Log, "heaplens: attached to pid %d (%s; %d GOT entries routed)\n", o.PID, how, res.Routed)
+	where := ""
+	if tg.Foreign() {
+		where = " " + tg.Where()
+		if tg.OtherPIDs {
+			where += fmt.Sprintf(", pid %d there", tg.NSPID)
+		}
+		lib = sess.Library // the library's frames are found by its name in the process
+	}
+	fmt.Fprintf(o.Log, "heaplens: attached to pid %d%s (%s; %d GOT entries routed)\n", o.PID, where, how, res.Routed)
 	if o.Started != nil {
 		w.Flush()
 		o.Started(out)
 	}
 	col := collect.New(dir, lib, w)
 	col.NativePythonInternals = o.NativePythonInternals
+	if tg.Foreign() {
+		col.SetForeign(tg)
+	}
 	defer col.Close()
 
 	var deadline <-chan time.Time
@@ -134,6 +178,7 @@ func Attach(o AttachOptions) (*AttachResult, error) {
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	p := newPoller(col, w)
+	p.rss.clock = int64(tg.ClockOffset())
 	lastFollow := time.Now()
 loop:
 	for {
@@ -158,6 +203,7 @@ loop:
 				if err := sess.Follow(pids); err != nil {
 					col.Warn(err.Error())
 				}
+				sess.Beat()
 				lastFollow = time.Now()
 			}
 		}
@@ -190,7 +236,10 @@ const followEvery = 250 * time.Millisecond
 // Detach ends the attach session in pid (heaplens detach): it asks the
 // heaplens attached to it to stop, or ends the session itself when that
 // heaplens was killed. It returns the pid of the heaplens asked, 0 if none.
-func Detach(pid int) (int, error) { return attach.Detach(pid) }
+func Detach(pid int) (int, error) {
+	copy, _ := AttachLibraryPath() // "" without one: the process's file is read
+	return attach.Detach(pid, copy)
+}
 
 // shareDir lets the process create its ring in dir when it runs as
 // another user than heaplens (root attaching to a service).
@@ -214,4 +263,49 @@ func processCmdline(pid int) []string {
 		return nil
 	}
 	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+}
+
+// attachLibrary is the path of the library heaplens attach loads: the
+// embedded one extracted, or the test's --library.
+func attachLibrary(library string) (string, error) {
+	if library != "" {
+		return library, nil
+	}
+	return AttachLibraryPath()
+}
+
+// placeLibrary copies the library into a private directory of heaplens's
+// in the file system of a process in another mount namespace, where it can
+// open it, and checks the copy as the extracted library is checked. It
+// returns the directory (to remove once the library is loaded) and the
+// library's path in the process.
+func placeLibrary(tg *container.Target, library string) (*container.Dir, string, error) {
+	b, name := attachLibraryBytes, ""
+	if library != "" {
+		var err error
+		if b, err = os.ReadFile(library); err != nil {
+			return nil, "", fmt.Errorf("--library: %w", err)
+		}
+		name = filepath.Base(library)
+	}
+	if len(b) == 0 {
+		return nil, "", ErrNoLibrary
+	}
+	sum := sha256.Sum256(b)
+	if name == "" {
+		name = "libheaplens-attach-" + hex.EncodeToString(sum[:8]) + ".so"
+	}
+	d, err := tg.MakeDir([]string{"/tmp", "/var/tmp", "/dev/shm", "/run"}, 0o711, true)
+	if err != nil {
+		return nil, "", fmt.Errorf("placing the library: %w", err)
+	}
+	at, err := d.Create(name, b, 0o755)
+	if err == nil {
+		err = verifyLibrary(at, b, sum, d.Owner)
+	}
+	if err != nil {
+		d.Remove()
+		return nil, "", fmt.Errorf("placing the library in process %d's %s: %w", tg.PID, d.Inside, err)
+	}
+	return d, d.Inside + "/" + name, nil
 }

@@ -88,7 +88,7 @@ func TestExportsAreTheHookedList(t *testing.T) {
 		want []string
 	}{
 		{"libheaplens.so", library, append(slices.Clone(common), preloadedOnly...)},
-		{"libheaplens-attach.so", attachLibrary, append(slices.Clone(common), "heaplens_control")},
+		{"libheaplens-attach.so", attachLibraryBytes, append(slices.Clone(common), "heaplens_control")},
 	} {
 		if len(l.b) == 0 {
 			t.Errorf("!!! %s is not embedded: build it with make first (make test does); its exports are NOT checked", l.name)

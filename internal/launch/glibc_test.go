@@ -22,7 +22,7 @@ func TestLibraryNeedsGlibc217(t *testing.T) {
 	for _, l := range []struct {
 		name string
 		b    []byte
-	}{{"libheaplens.so", library}, {"libheaplens-attach.so", attachLibrary}, {"lib-arm64/libheaplens.so", arm}} {
+	}{{"libheaplens.so", library}, {"libheaplens-attach.so", attachLibraryBytes}, {"lib-arm64/libheaplens.so", arm}} {
 		if len(l.b) == 0 {
 			t.Errorf("!!! %s is not embedded: build it with make first (make test does); its glibc versions are NOT checked", l.name)
 			continue

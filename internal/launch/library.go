@@ -47,7 +47,7 @@ func libraryBytes() []byte {
 
 // AttachLibraryPath is LibraryPath for libheaplens-attach.so, the build of
 // the library that heaplens attach loads into a running process.
-func AttachLibraryPath() (string, error) { return extract(attachLibrary, "libheaplens-attach-") }
+func AttachLibraryPath() (string, error) { return extract(attachLibraryBytes, "libheaplens-attach-") }
 
 func extract(library []byte, prefix string) (string, error) {
 	if len(library) == 0 {
@@ -60,7 +60,7 @@ func extract(library []byte, prefix string) (string, error) {
 		return "", fmt.Errorf("launch: the preload library: %w", err)
 	}
 	path := filepath.Join(dir, name)
-	if verifyLibrary(path, library, sum) == nil {
+	if verifyLibrary(path, library, sum, uint32(os.Geteuid())) == nil {
 		return path, nil
 	}
 	tmp, err := os.CreateTemp(dir, name+".tmp*")
@@ -81,7 +81,7 @@ func extract(library []byte, prefix string) (string, error) {
 		os.Remove(tmp.Name())
 		return "", fmt.Errorf("launch: extracting the preload library to %s: %w", path, werr)
 	}
-	if err := verifyLibrary(path, library, sum); err != nil {
+	if err := verifyLibrary(path, library, sum, uint32(os.Geteuid())); err != nil {
 		return "", fmt.Errorf("launch: the extracted preload library: %w", err)
 	}
 	return path, nil
@@ -124,8 +124,9 @@ func preloadable(dir string) bool {
 }
 
 // verifyLibrary checks that path is the embedded library: a regular file of
-// ours that no one else can write, with its content.
-func verifyLibrary(path string, library []byte, sum [32]byte) error {
+// owner's (ours, or in a rootless container the user heaplens wrote it as)
+// that no one else can write, with its content.
+func verifyLibrary(path string, library []byte, sum [32]byte, owner uint32) error {
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
@@ -135,7 +136,7 @@ func verifyLibrary(path string, library []byte, sum [32]byte) error {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return err
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != uint32(os.Geteuid()) || st.Mode&0o022 != 0 {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != owner || st.Mode&0o022 != 0 {
 		return fmt.Errorf("%s: not a file of ours that only we can write", path)
 	}
 	h := sha256.New()

@@ -13,6 +13,6 @@ import (
 var libDir embed.FS
 
 var (
-	library, _    = fs.ReadFile(libDir, "lib-arm64/libheaplens.so")
-	attachLibrary []byte
+	library, _         = fs.ReadFile(libDir, "lib-arm64/libheaplens.so")
+	attachLibraryBytes []byte
 )

@@ -16,6 +16,6 @@ import (
 var libDir embed.FS
 
 var (
-	library, _       = fs.ReadFile(libDir, "lib/libheaplens.so")
-	attachLibrary, _ = fs.ReadFile(libDir, "lib/libheaplens-attach.so")
+	library, _            = fs.ReadFile(libDir, "lib/libheaplens.so")
+	attachLibraryBytes, _ = fs.ReadFile(libDir, "lib/libheaplens-attach.so")
 )

@@ -14,7 +14,8 @@ import (
 // profiled process that is still running from /proc/PID/status and writes
 // them as capture RSS records.
 type rssSampler struct {
-	peak uint64 // highest sum over processes of one sampling round
+	clock int64  // the processes' CLOCK_MONOTONIC less heaplens's (a time namespace's)
+	peak  uint64 // highest sum over processes of one sampling round
 	// highWater notes each stream's latest high-water mark, for its End
 	// (collect.Collector.HighWater); nil: not noted.
 	highWater func(stream uint32, bytes uint64)
@@ -31,7 +32,7 @@ func newRSSSampler() *rssSampler { return &rssSampler{} }
 func (s *rssSampler) sample(w *capture.Writer, live map[uint32]int, ring func(stream uint32) uint64) (high bool, err error) {
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	now := ts.Nano()
+	now := ts.Nano() + s.clock
 	var sum uint64
 	for stream, pid := range live {
 		// The ring's pages on both sides of the reading, as they grow

@@ -20,6 +20,7 @@ const (
 	CtlRingSize = 72
 	CtlFlags    = 80
 	CtlEpoch    = 88 // agent: raised after start or stop, so that every hook's next call looks
+	CtlAlive    = 96 // agent, with CtlHeartbeat: its CLOCK_MONOTONIC time, rewritten while it drains
 	CtlDir      = 136
 	CtlHook     = CtlDir + ControlDirSize
 	CtlReal     = CtlHook + 8*ControlHooks
@@ -32,4 +33,7 @@ const (
 
 	CtlNoPython = 1 // no Python frames or PyMem hooks in the session
 	CtlNoFollow = 2 // fork children are not profiled
+	// CtlHeartbeat: the agent is not in the process's PID namespace, so
+	// kill(agent_pid, 0) cannot tell whether it lives; CtlAlive does.
+	CtlHeartbeat = 4
 )

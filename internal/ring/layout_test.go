@@ -83,8 +83,8 @@ func TestLayoutMatchesC(t *testing.T) {
 		"offsetof(struct hl_control, ended)": CtlEnded, "offsetof(struct hl_control, agent_pid)": CtlAgentPID,
 		"offsetof(struct hl_control, rate)": CtlRate, "offsetof(struct hl_control, seed)": CtlSeed,
 		"offsetof(struct hl_control, ring_size)": CtlRingSize, "offsetof(struct hl_control, flags)": CtlFlags,
-		"offsetof(struct hl_control, epoch)": CtlEpoch,
-		"offsetof(struct hl_control, dir)":   CtlDir, "offsetof(struct hl_control, hook)": CtlHook,
+		"offsetof(struct hl_control, epoch)": CtlEpoch, "offsetof(struct hl_control, alive_ns)": CtlAlive,
+		"offsetof(struct hl_control, dir)": CtlDir, "offsetof(struct hl_control, hook)": CtlHook,
 		"offsetof(struct hl_control, real)": CtlReal, "offsetof(struct hl_control, name)": CtlName,
 	}
 	var src strings.Builder

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/heaplens/heaplens/test/testenv"
 )
 
 // Outcomes of one test case, as unittest names them. "missing" is a case
@@ -55,13 +57,37 @@ type suite struct {
 	testdir          string   // regrtest --testdir; "" for CPython's own
 	env              []string // added to the environment
 	timeout          time.Duration
+	root             *testenv.Chroot // run inside this root (python and heaplens are paths there); nil: the host
+}
+
+// command is argv (paths as the runner sees them) run in dir, on the host
+// or inside s.root.
+func (s suite) command(ctx context.Context, dir string, argv ...string) *exec.Cmd {
+	if s.root == nil {
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd.Dir = dir
+		return cmd
+	}
+	return s.root.Command(ctx, append([]string{"sh", "-c", `cd "$0" && exec "$@"`, s.root.Inside(dir)}, argv...)...)
+}
+
+// inside is a host path under the scratch directory as the runner sees it.
+func (s suite) inside(host string) string {
+	if s.root == nil {
+		return host
+	}
+	return s.root.Inside(host)
 }
 
 // regrtest runs one module bare (rate "") or under heaplens at a rate ("default"
 // for heaplens's own), restricted to the given test ids if any, in its own
 // directory and process group, and parses its results.
 func (s suite) regrtest(module, rate string, ids []string) (*run, error) {
-	dir, err := os.MkdirTemp("", "cpython-"+module+"-")
+	tmp := ""
+	if s.root != nil {
+		tmp = filepath.Join(s.root.Dir, "tmp")
+	}
+	dir, err := os.MkdirTemp(tmp, "cpython-"+module+"-")
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +95,7 @@ func (s suite) regrtest(module, rate string, ids []string) (*run, error) {
 	junit := filepath.Join(dir, "junit.xml")
 	// regrtest's --timeout dumps every thread's traceback before it exits: a
 	// hang is reported with where it hangs. Go's deadline is the backstop.
-	argv := []string{s.python, "-m", "test", module, "-v", "--junit-xml", junit,
+	argv := []string{s.python, "-m", "test", module, "-v", "--junit-xml", s.inside(junit),
 		"--timeout", fmt.Sprint(int(s.timeout.Seconds()))}
 	if s.testdir != "" {
 		argv = append(argv, "--testdir", s.testdir)
@@ -78,7 +104,7 @@ func (s suite) regrtest(module, rate string, ids []string) (*run, error) {
 		argv = append(argv, "-m", p)
 	}
 	if rate != "" {
-		hl := []string{s.heaplens, "run", "-q", "-o", filepath.Join(dir, "capture.hlc")}
+		hl := []string{s.heaplens, "run", "-q", "-o", s.inside(filepath.Join(dir, "capture.hlc"))}
 		if rate != "default" {
 			hl = append(hl, "--rate", rate)
 		}
@@ -86,9 +112,8 @@ func (s suite) regrtest(module, rate string, ids []string) (*run, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout+time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = dir
-	cmd.Env = append(append(os.Environ(), s.env...), "TMPDIR="+dir)
+	cmd := s.command(ctx, dir, argv...)
+	cmd.Env = append(append(os.Environ(), s.env...), "TMPDIR="+s.inside(dir))
 	// Its own group: a test that signals its process group reaches only its
 	// own run, and a hung run is killed whole.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

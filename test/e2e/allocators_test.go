@@ -11,12 +11,14 @@ import (
 	"time"
 )
 
-// allocSites are allocsites.c's sites and the bytes each allocates, and
-// holds at exit.
-var allocSites = []struct {
+// knownSite is a function's known bytes allocated, and held at exit.
+type knownSite struct {
 	fn            string
 	allocs, leaks float64
-}{
+}
+
+// allocSites are allocsites.c's sites.
+var allocSites = []knownSite{
 	{"keep_blocks", 200 * 3000, 200 * 3000},
 	{"churn", 1000 * 5000, 0},
 	{"grow_block", 4096 * (16 * 17 / 2), 0}, // realloc to 4, 8, … 64 KiB: each step's new size
@@ -65,17 +67,23 @@ func checkExact(t *testing.T, capPath string) {
 	if text := reportText(t, capPath); !strings.Contains(text, "dropped: 0\n") {
 		t.Fatalf("records were dropped: the exact checks cannot be made\n%s", text)
 	}
+	exactSites(t, capPath, allocSites)
+	if m := reportWith(t, capPath, "--view", "allocs", "--kind", "mmap"); m.total() != 0 {
+		t.Errorf("%.0f bytes of mappings in a program that maps nothing: the allocator's own, counted twice\n%v", m.total(), m)
+	}
+}
+
+// exactSites requires each site's exact totals at --rate 1.
+func exactSites(t *testing.T, capPath string, sites []knownSite) {
+	t.Helper()
 	allocs, leaks := report(t, capPath, "allocs"), report(t, capPath, "leaks")
-	for _, s := range allocSites {
+	for _, s := range sites {
 		if got := allocs.site(s.fn); got != s.allocs {
 			t.Errorf("%s allocated %.0f bytes at --rate 1, want %.0f", s.fn, got, s.allocs)
 		}
 		if got := leaks.site(s.fn); got != s.leaks {
 			t.Errorf("%s holds %.0f bytes at exit at --rate 1, want %.0f", s.fn, got, s.leaks)
 		}
-	}
-	if m := reportWith(t, capPath, "--view", "allocs", "--kind", "mmap"); m.total() != 0 {
-		t.Errorf("%.0f bytes of mappings in a program that maps nothing: the allocator's own, counted twice\n%v", m.total(), m)
 	}
 }
 

@@ -66,9 +66,19 @@ func twins(t *testing.T, dir string, logged bool, name string, args ...string) (
 	if !logged {
 		return startTarget(t, "", name, args...), startTarget(t, "", name, args...)
 	}
-	b, a := filepath.Join(dir, "bare.log"), filepath.Join(dir, "attached.log")
-	bare = startTarget(t, b, name, append(args, b)...)
-	tg = startTarget(t, a, name, append(args, a)...)
+	return twinsWhere(t, where{host: dir, inside: dir}, name, args...)
+}
+
+// twinsWhere starts the logged twins where w says (each log in w's
+// scratch directory): inside a root, each in a mount namespace of its own.
+func twinsWhere(t *testing.T, w where, name string, args ...string) (bare, tg *target) {
+	t.Helper()
+	start := func(log string) *target {
+		host, inside := w.file(log)
+		argv := w.command(append(append([]string{name}, args...), inside)...)
+		return startTarget(t, host, argv[0], argv[1:]...)
+	}
+	bare, tg = start("bare.log"), start("attached.log")
 	tg.waitLog(t)
 	return bare, tg
 }
@@ -215,6 +225,12 @@ func checkLeakFound(t *testing.T, capPath string, pid int, log string, rate floa
 // checks each session's capture.
 func attachSessions(t *testing.T, dir string, tg *target, n int, d time.Duration, rate string) {
 	t.Helper()
+	attachSessionsWhere(t, where{bin: heaplensBin(t), host: dir, inside: dir}, tg, n, d, rate)
+}
+
+// attachSessionsWhere is attachSessions with heaplens where w says.
+func attachSessionsWhere(t *testing.T, w where, tg *target, n int, d time.Duration, rate string) {
+	t.Helper()
 	r, _ := strconv.ParseFloat(strings.TrimSuffix(rate, "KiB"), 64)
 	if strings.HasSuffix(rate, "KiB") {
 		r *= 1024
@@ -223,9 +239,10 @@ func attachSessions(t *testing.T, dir string, tg *target, n int, d time.Duration
 		if !tg.running() {
 			t.Fatalf("the target ended after %d sessions at rate %s; make it run longer", i, rate)
 		}
-		capPath := filepath.Join(dir, fmt.Sprintf("attach-%s-%d.hlc", rate, i))
-		res := run(t, time.Minute, heaplensBin(t), "attach", strconv.Itoa(tg.pid()), "--rate", rate,
-			"--seed", strconv.Itoa(i+1), "--duration", d.String(), "-o", capPath, "-q")
+		capPath, capArg := w.file(fmt.Sprintf("attach-%s-%d.hlc", rate, i))
+		argv := append(w.attacher(tg.pid()), "attach", strconv.Itoa(tg.pid()), "--rate", rate,
+			"--seed", strconv.Itoa(i+1), "--duration", d.String(), "-o", capArg, "-q")
+		res := run(t, time.Minute, argv[0], argv[1:]...)
 		if res.code != 0 {
 			t.Fatalf("attach %d at rate %s: exit %d\n%s", i, rate, res.code, res.stderr)
 		}
@@ -259,20 +276,21 @@ func lastLine(t *testing.T, path string) string {
 
 // TestAttachPythonServer: the same with a threaded Python service, on
 // every supported Python: 20 + 20 sessions on Debian's python3, 2 + 2 on
-// each of the others (all at once, beside their undisturbed runs).
+// each of the others (all at once, beside their undisturbed runs); on 3.14
+// and 3.15 heaplens attach runs inside the sid root, in the target's mount
+// namespace.
 func TestAttachPythonServer(t *testing.T) {
-	script := filepath.Join(root, "test", "workloads", "pyserver.py")
-	for name, py := range pythons(t) {
+	for _, py := range everyPython(t) {
 		sessions, seconds := 2, "12"
-		if name == "debian-python3" {
+		if py.name == "debian-python3" {
 			sessions, seconds = 20, "45"
 		}
-		t.Run(name, func(t *testing.T) {
+		t.Run(py.name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			bare, tg := twins(t, dir, true, py, script, seconds)
-			attachSessions(t, dir, tg, sessions, time.Second, "512KiB")
-			attachSessions(t, dir, tg, sessions, 500*time.Millisecond, "1")
+			w := py.where(t)
+			bare, tg := twinsWhere(t, w, py.path, w.workload(t, "pyserver.py"), seconds)
+			attachSessionsWhere(t, w, tg, sessions, time.Second, "512KiB")
+			attachSessionsWhere(t, w, tg, sessions, 500*time.Millisecond, "1")
 			sameAsBare(t, bare, tg)
 		})
 	}
@@ -306,6 +324,13 @@ func stormSession(t *testing.T, rate string, args ...string) (capPath string, pi
 // runs as it would; the children forked meanwhile are profiled too.
 func TestAttachForkStorm(t *testing.T) {
 	capPath, pid := stormSession(t, "1", "fork", "1500")
+	checkStormChildren(t, capPath, pid)
+}
+
+// checkStormChildren checks a --rate 1 capture of attachstorm fork: each
+// child pid forked and ended while attached recorded its 10 blocks.
+func checkStormChildren(t *testing.T, capPath string, pid int) {
+	t.Helper()
 	c, err := capture.Load(capPath)
 	if err != nil {
 		t.Fatal(err)
@@ -348,6 +373,13 @@ func TestAttachForkStorm(t *testing.T) {
 // charged to the code that opened the region.
 func TestAttachOpenMP(t *testing.T) {
 	capPath, _ := stormSession(t, "64KiB", "omp", "200")
+	checkRegionsAttached(t, capPath)
+}
+
+// checkRegionsAttached checks a capture of attachstorm omp: the regions'
+// allocations are seen, the workers' charged to the region's opener.
+func checkRegionsAttached(t *testing.T, capPath string) {
+	t.Helper()
 	allocs := report(t, capPath, "allocs")
 	if s := allocs.stacksWith("region._omp_fn"); len(s) == 0 {
 		t.Error("no allocation of the OpenMP regions was seen while attached")

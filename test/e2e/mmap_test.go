@@ -68,9 +68,10 @@ func TestNoDoubleCounting(t *testing.T) {
 	if got := reportWith(t, capPath, "--view", "allocs", "--kind", "malloc").site("main"); got != want {
 		t.Errorf("malloc kind: %.0f bytes allocated, want exactly %.0f", got, want)
 	}
-	for _, py := range testenv.Pythons(t) {
-		t.Run(py.Name, func(t *testing.T) {
-			capPath, res := profile(t, t.TempDir(), []string{"--rate", "64KiB"}, py.Path, root+"/test/workloads/pyarenas.py", "200000")
+	for _, py := range everyPython(t) {
+		t.Run(py.name, func(t *testing.T) {
+			w := py.where(t)
+			capPath, res := w.profile(t, []string{"--rate", "64KiB"}, py.path, w.workload(t, "pyarenas.py"), "200000")
 			if res.code != 0 {
 				t.Fatalf("exit %d\n%s", res.code, res.stderr)
 			}

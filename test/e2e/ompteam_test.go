@@ -102,22 +102,23 @@ func TestOpenMPTeamSizes(t *testing.T) {
 	type job struct {
 		what    string
 		command []string
-		guessed bool // heaplens must report that it had to look outside the caller's scope
+		guessed bool            // heaplens must report that it had to look outside the caller's scope
+		root    *testenv.Chroot // run inside it (the library and script copied there); nil: the host
 	}
 	jobs := []job{
-		{"C dlopen RTLD_LOCAL", []string{mainDL, lib}, false},
-		{"C linked", []string{mainLinked}, false},
-		{"C dlopen, underlinked", []string{mainDL, underRoot}, true},
-		{"python3 ctypes, underlinked", []string{"/usr/bin/python3", filepath.Join(root, "test", "workloads", "ompteam.py"), underRoot}, true},
+		{"C dlopen RTLD_LOCAL", []string{mainDL, lib}, false, nil},
+		{"C linked", []string{mainLinked}, false, nil},
+		{"C dlopen, underlinked", []string{mainDL, underRoot}, true, nil},
+		{"python3 ctypes, underlinked", []string{"/usr/bin/python3", filepath.Join(root, "test", "workloads", "ompteam.py"), underRoot}, true, nil},
 	}
-	for name, py := range pythons(t) {
-		jobs = append(jobs, job{name + " ctypes", []string{py, filepath.Join(root, "test", "workloads", "ompteam.py"), lib}, false})
+	for _, py := range everyPython(t) {
+		jobs = append(jobs, job{py.name + " ctypes", []string{py.path, filepath.Join(root, "test", "workloads", "ompteam.py"), lib}, false, py.root})
 	}
 	if _, err := exec.LookPath("clang"); err != nil {
 		testenv.Missing(t, "clang (Debian packages clang and libomp-dev; scripts/deps.sh installs them): the libomp case does NOT run")
 	} else {
 		clangLib := buildShared(t, dir, "clang", "ompteam.c", "libompteam_clang.so", "-fopenmp=libomp")
-		jobs = append(jobs, job{"clang/libomp, C dlopen RTLD_LOCAL", []string{mainDL, clangLib}, false})
+		jobs = append(jobs, job{"clang/libomp, C dlopen RTLD_LOCAL", []string{mainDL, clangLib}, false, nil})
 	}
 	env := []string{"OMP_NUM_THREADS=4"} // not this machine's CPU count: the team is the program's choice
 	regions := 2 * 2 * len(ompVariants)  // each variant twice
@@ -126,15 +127,19 @@ func TestOpenMPTeamSizes(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			bare := runEnv(t, 2*time.Minute, env, j.command[0], j.command[1:]...)
+			w := onHost(t)
+			if j.root != nil {
+				w = inRoot(t, *j.root)
+				j.command = []string{j.command[0], w.workload(t, "ompteam.py"), w.copy(t, j.command[2])}
+			}
+			bare := w.run(t, 2*time.Minute, env, j.command...)
 			if m := teamLine.FindAllStringSubmatch(bare.stdout, -1); bare.code != 0 || len(m) != regions || !allTeams(m) {
 				t.Errorf("%s: the bare run does not give %d regions several threads each (exit %d): the test would prove nothing\n%s%s",
 					j.what, regions, bare.code, bare.stdout, bare.stderr)
 				return
 			}
-			capPath := filepath.Join(t.TempDir(), "team.hlc")
-			args := append([]string{"run", "-q", "-o", capPath, "--"}, j.command...)
-			res := runEnv(t, 2*time.Minute, env, heaplensBin(t), args...)
+			capPath, capArg := w.file("team.hlc")
+			res := w.heaplens(t, 2*time.Minute, env, append([]string{"run", "-q", "-o", capArg, "--"}, j.command...)...)
 			if res.code != 0 || res.stdout != bare.stdout {
 				t.Errorf("%s: under heaplens (exit %d), teams and results differ from the bare run:\n%s\nbare:\n%s\nstderr:\n%s",
 					j.what, res.code, res.stdout, bare.stdout, res.stderr)

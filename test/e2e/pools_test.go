@@ -98,22 +98,23 @@ func TestOpenMPOrigins(t *testing.T) {
 		libs["clang-libomp"] = buildShared(t, dir, "clang", "ompwork.c", "libompwork_clang.so", "-fopenmp=libomp")
 		runtimes["clang-libomp"] = "[pool: libomp (openmp)]"
 	}
-	script := filepath.Join(root, "test", "workloads", "pools.py")
 	const n, reps = 48, 2
 	var wg sync.WaitGroup
-	for name, py := range pythons(t) {
-		for build, lib := range libs {
+	for _, py := range everyPython(t) {
+		for build, hostLib := range libs {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				what := name + "/" + build
-				capOne, res := profile(t, t.TempDir(), []string{"-q", "--rate", "1"}, py, script, lib, "omp-one", fmt.Sprint(n), "40000", fmt.Sprint(reps))
+				what := py.name + "/" + build
+				w := py.where(t)
+				script, lib := w.workload(t, "pools.py"), w.copy(t, hostLib)
+				capOne, res := w.profile(t, []string{"-q", "--rate", "1"}, py.path, script, lib, "omp-one", fmt.Sprint(n), "40000", fmt.Sprint(reps))
 				if res.code != 0 {
 					t.Errorf("%s one: exit %d\n%s", what, res.code, res.stderr)
 					return
 				}
 				expectCharged(t, what+" one thread", load(t, capOne), 40000, n*reps*40000, "omp_job_a", "openmp", runtimes[build], "omp_job_a")
-				capTwo, res := profile(t, t.TempDir(), []string{"-q", "--rate", "1"}, py, script, lib, "omp-two", fmt.Sprint(n), "40000", "56000", fmt.Sprint(reps))
+				capTwo, res := w.profile(t, []string{"-q", "--rate", "1"}, py.path, script, lib, "omp-two", fmt.Sprint(n), "40000", "56000", fmt.Sprint(reps))
 				if res.code != 0 {
 					t.Errorf("%s two: exit %d\n%s", what, res.code, res.stderr)
 					return
@@ -132,16 +133,18 @@ func TestOpenMPOrigins(t *testing.T) {
 // without it the fallback charges them to the one Python thread waiting,
 // and reports them unattributed when two wait at once.
 func TestPthreadPoolAPIAndFallback(t *testing.T) {
-	lib := buildShared(t, t.TempDir(), "gcc", "hlpool.c", "libhlpool.so", "-ldl")
-	script := filepath.Join(root, "test", "workloads", "pools.py")
+	hostLib := buildShared(t, t.TempDir(), "gcc", "hlpool.c", "libhlpool.so", "-ldl")
 	const n = 60
 	var wg sync.WaitGroup
-	for name, py := range pythons(t) {
+	for _, py := range everyPython(t) {
+		name := py.name
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			w := py.where(t)
+			script, lib := w.workload(t, "pools.py"), w.copy(t, hostLib)
 			run := func(args ...string) *capture.Capture {
-				capPath, res := profile(t, t.TempDir(), []string{"-q", "--rate", "1"}, append([]string{py, script, lib}, args...)...)
+				capPath, res := w.profile(t, []string{"-q", "--rate", "1"}, append([]string{py.path, script, lib}, args...)...)
 				if res.code != 0 {
 					t.Errorf("%s %v: exit %d\n%s", name, args, res.code, res.stderr)
 					return nil

@@ -45,7 +45,7 @@ func TestPythonLayoutAgrees(t *testing.T) {
 		targets = append(targets, target{name: "pyenv-3.13",
 			compile: func(t *testing.T, args ...string) { host(t, append([]string{"gcc"}, args...)...) },
 			exec:    host, include: filepath.Join(v, "include", "python3.13"),
-			lib: filepath.Join(v, "lib", "libpython3.13.so"), dir: t.TempDir(), src: root})
+			lib: filepath.Join(v, "lib", "libpython3.13.so"), dir: t.TempDir(), src: layoutSources(t, t.TempDir())})
 	}
 	if r, ok := testenv.SidRoot(t); ok {
 		in := func(t *testing.T, args ...string) string {
@@ -58,16 +58,7 @@ func TestPythonLayoutAgrees(t *testing.T) {
 			return string(b)
 		}
 		hostDir, dir := r.TempDir(t)
-		for _, f := range []string{"preload/pylayout.c", "preload/pylayout.h", "test/pylayout/dump.c"} {
-			b, err := os.ReadFile(filepath.Join(root, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			os.MkdirAll(filepath.Join(hostDir, filepath.Dir(f)), 0o755)
-			if err := os.WriteFile(filepath.Join(hostDir, f), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+		layoutSources(t, hostDir)
 		for _, py := range r.RootPythons(t) {
 			v := fmt.Sprintf("3.%d", py.Minor)
 			targets = append(targets, target{name: py.Name,
@@ -108,4 +99,24 @@ func TestPythonLayoutAgrees(t *testing.T) {
 			t.Logf("Python %s: %d fields agree in the table, _Py_DebugOffsets and the headers", hex, len(lines)-1)
 		})
 	}
+}
+
+// layoutSources copies what the layout dump is built from into dir, and
+// returns dir: the library's other headers stay out of the include path
+// (its limits.h would stand for <limits.h>).
+func layoutSources(t *testing.T, dir string) string {
+	t.Helper()
+	for _, f := range []string{"preload/pylayout.c", "preload/pylayout.h", "test/pylayout/dump.c"} {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }

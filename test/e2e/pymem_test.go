@@ -22,17 +22,18 @@ import (
 // 1–67 MiB here. The estimate is unbiased, so the mean over 10 seeds at the
 // default rate must stay within 4σ (of 10 runs) of that bound.
 func TestPythonLookupLifetimes(t *testing.T) {
-	script := filepath.Join(root, "test", "workloads", "pylookup.py")
 	const seeds, rate = 10, 512 << 10
 	held := map[uint64]int{64: 4096}
 	bound := exact(held) + 4*heap.Stddev(held, rate)/math.Sqrt(seeds)
-	for name, py := range pythons(t) {
-		t.Run(name, func(t *testing.T) {
+	for _, py := range everyPython(t) {
+		t.Run(py.name, func(t *testing.T) {
 			t.Parallel()
+			w := py.where(t)
+			script := w.workload(t, "pylookup.py")
 			var sum float64
 			var each []string
 			for seed := 1; seed <= seeds; seed++ {
-				capPath, res := profile(t, t.TempDir(), []string{"-q", "--seed", fmt.Sprint(seed)}, py, script, "1000000")
+				capPath, res := w.profile(t, []string{"-q", "--seed", fmt.Sprint(seed)}, py.path, script, "1000000")
 				if res.code != 0 {
 					t.Fatalf("seed %d: exit %d\n%s", seed, res.code, res.stderr)
 				}

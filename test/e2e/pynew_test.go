@@ -165,3 +165,50 @@ func TestPythonNewHooks(t *testing.T) {
 		})
 	}
 }
+
+// TestWheelAndPytestPluginNew is TestWheelAndPytestPlugin on 3.14 and 3.15,
+// inside the sid root: the wheel goes into a venv that sees Debian's numpy
+// and pytest (--system-site-packages; the root reaches no package index),
+// the C extension is built there with the root's gcc and the interpreter's
+// headers, and pytest --heaplens fails exactly the expected tests.
+func TestWheelAndPytestPluginNew(t *testing.T) {
+	hostWheel := theWheel(t)
+	for _, py := range rootPythons(t) {
+		t.Run(py.name, func(t *testing.T) {
+			t.Parallel()
+			w := py.where(t)
+			wheel := w.copy(t, hostWheel)
+			project, projectIn := w.file("project")
+			sampleProject(t, project)
+			_, venv := w.file("venv")
+			vpy := venv + "/bin/python"
+			// Each step inside the root, in the project's directory.
+			in := func(argv ...string) result {
+				return w.run(t, 5*time.Minute, nil, append([]string{"sh", "-c", `cd "$0" && exec "$@"`, projectIn}, argv...)...)
+			}
+			for _, argv := range [][]string{
+				{py.path, "-m", "venv", "--system-site-packages", venv},
+				{venv + "/bin/pip", "install", "-q", "--no-index", "--no-deps", "--disable-pip-version-check", wheel},
+				{vpy, "-c", "import numpy, pytest"},
+				{"sh", "-c", `gcc -shared -fPIC -fopenmp -O1 -g -I"$("$0" -c "import sysconfig; print(sysconfig.get_paths()['include'])")" ` +
+					`-o native"$("$0" -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")" native.c`, vpy},
+			} {
+				if res := in(argv...); res.code != 0 {
+					testenv.Missing(t, "%v in the sid root failed (make sidroot installs python3.%d-venv, python3-numpy, python3-pytest, gcc): exit %d\n%s%s",
+						argv, py.minor, res.code, res.stdout, res.stderr)
+					return
+				}
+			}
+			for _, argv := range [][]string{{venv + "/bin/heaplens", "version"}, {vpy, "-m", "heaplens", "version"}} {
+				if res := in(argv...); res.code != 0 || !strings.HasPrefix(res.stdout, "heaplens ") {
+					t.Errorf("%v: exit %d, %q %s", argv, res.code, res.stdout, res.stderr)
+				}
+			}
+			if plain := in(vpy, "-m", "pytest", "-q", "-p", "no:cacheprovider"); plain.code != 0 {
+				t.Errorf("pytest without --heaplens: exit %d\n%s%s", plain.code, plain.stdout, plain.stderr)
+			}
+			xmlPath, xmlIn := w.file("junit.xml")
+			checkPytestRun(t, in(vpy, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--heaplens", "--junitxml", xmlIn), xmlPath)
+		})
+	}
+}

@@ -397,14 +397,15 @@ func TestUnsupportedPython(t *testing.T) {
 // its line, on every interpreter; at 64 KiB (where free is left to
 // pymalloc) the estimate is within 4σ of that.
 func TestPythonGrowPastPymalloc(t *testing.T) {
-	script := filepath.Join(root, "test", "workloads", "pygrow.py")
-	line := siteLines(t, script)["grow"]
+	line := siteLines(t, filepath.Join(root, "test", "workloads", "pygrow.py"))["grow"]
 	const n = 2000
-	for name, py := range pythons(t) {
+	for _, py := range everyPython(t) {
 		for _, rate := range []uint64{1, 64 << 10} {
-			t.Run(fmt.Sprintf("%s/rate=%d", name, rate), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/rate=%d", py.name, rate), func(t *testing.T) {
 				t.Parallel()
-				capPath, res := profile(t, t.TempDir(), []string{"-q", "--rate", fmt.Sprint(rate), "--seed", "7"}, py, script, fmt.Sprint(n))
+				w := py.where(t)
+				script := w.workload(t, "pygrow.py")
+				capPath, res := w.profile(t, []string{"-q", "--rate", fmt.Sprint(rate), "--seed", "7"}, py.path, script, fmt.Sprint(n))
 				if res.code != 0 {
 					t.Fatalf("exit %d\n%s", res.code, res.stderr)
 				}
@@ -438,13 +439,14 @@ func checkLoudPythonNote(t *testing.T, summary, why string) {
 
 // With --no-python the summary says, as loudly, what is off.
 func TestNoPythonSaysSo(t *testing.T) {
-	for name, py := range pythons(t) {
-		if name != "debian-python3" && name != "pyenv-3.13" {
+	for _, py := range everyPython(t) {
+		if py.name != "debian-python3" && py.name != "pyenv-3.13" && py.root == nil {
 			continue
 		}
-		t.Run(name, func(t *testing.T) {
-			capPath := filepath.Join(t.TempDir(), "nopy.hlc")
-			res := run(t, time.Minute, heaplensBin(t), "run", "-o", capPath, "--no-python", "--", py, "-c", "print('ok')")
+		t.Run(py.name, func(t *testing.T) {
+			w := py.where(t)
+			_, capArg := w.file("nopy.hlc")
+			res := w.heaplens(t, time.Minute, nil, "run", "-o", capArg, "--no-python", "--", py.path, "-c", "print('ok')")
 			if res.code != 0 || !strings.Contains(res.stdout, "ok") {
 				t.Fatalf("exit %d: %s %s", res.code, res.stdout, res.stderr)
 			}

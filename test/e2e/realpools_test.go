@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -85,8 +84,26 @@ func measurePools(c *capture.Capture, owners ...string) poolShare {
 // a function named for it. Exact methods must never charge a wrong owner;
 // the table is what docs/pool-attribution.md reports.
 func TestRealLibraryPools(t *testing.T) {
-	const py = "/usr/bin/python3" // Debian's numpy, scikit-learn, numexpr and torch live there
-	probe := map[string]string{"blas": "numpy", "blas-openmp": "numpy", "sklearn": "sklearn", "numexpr": "numexpr", "torch": "torch"}
+	// Debian's numpy, scikit-learn, numexpr and torch live there.
+	realPools(t, "/usr/bin/python3", onHost, "", map[string]string{"blas": "numpy", "blas-openmp": "numpy", "sklearn": "sklearn", "numexpr": "numexpr", "torch": "torch"})
+}
+
+// TestRealLibraryPoolsNew is TestRealLibraryPools on 3.14 and 3.15 in the
+// sid root, with what Debian builds for them there and whose workers
+// allocate: scikit-learn's OpenMP pool and numexpr's own (numpy's BLAS
+// workers allocate nothing, and sid has no torch).
+func TestRealLibraryPoolsNew(t *testing.T) {
+	for _, py := range rootPythons(t) {
+		t.Run(py.name, func(t *testing.T) {
+			realPools(t, py.path, py.where, py.root.Dir, map[string]string{"sklearn": "sklearn", "numexpr": "numexpr"})
+		})
+	}
+}
+
+// realPools runs each library of probe (by the module it needs) from one
+// Python thread and from two, with py where at says (rootDir: the root's
+// host path, "" for the host), and checks and tabulates the attribution.
+func realPools(t *testing.T, py string, at func(t *testing.T) where, rootDir string, probe map[string]string) {
 	openmpBLAS := "/usr/lib/x86_64-linux-gnu/openblas-openmp"
 	type row struct {
 		name string
@@ -99,14 +116,14 @@ func TestRealLibraryPools(t *testing.T) {
 	)
 	sem := make(chan struct{}, 2)
 	for lib, mod := range probe {
-		if err := exec.Command(py, "-c", "import "+mod).Run(); err != nil {
-			testenv.Missing(t, "%s cannot import %s (scripts/deps.sh installs Debian's package): the %s pool case does NOT run", py, mod, lib)
+		if res := at(t).run(t, time.Minute, nil, py, "-c", "import "+mod); res.code != 0 {
+			testenv.Missing(t, "%s cannot import %s (scripts/deps.sh and make sidroot install Debian's package): the %s pool case does NOT run: %s", py, mod, lib, res.stderr)
 			continue
 		}
 		env := []string{"OMP_NUM_THREADS=4", "OPENBLAS_NUM_THREADS=4"}
 		script := lib
 		if lib == "blas-openmp" {
-			if _, err := os.Stat(filepath.Join(openmpBLAS, "libopenblas.so.0")); err != nil {
+			if _, err := os.Stat(filepath.Join(rootDir, openmpBLAS, "libopenblas.so.0")); err != nil {
 				testenv.Missing(t, "%s (Debian's libopenblas0-openmp): the OpenMP BLAS case does NOT run", openmpBLAS)
 				continue
 			}
@@ -119,10 +136,10 @@ func TestRealLibraryPools(t *testing.T) {
 				defer wg.Done()
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				dir := t.TempDir()
-				capPath := filepath.Join(dir, "run.hlc")
-				res := runEnv(t, 5*time.Minute, env, heaplensBin(t), "run", "-q", "--rate", "4KiB", "--seed", "7", "-o", capPath, "--",
-					py, filepath.Join(root, "test", "workloads", "realpools.py"), script, mode)
+				w := at(t)
+				capPath, capArg := w.file("run.hlc")
+				res := w.heaplens(t, 5*time.Minute, env, "run", "-q", "--rate", "4KiB", "--seed", "7", "-o", capArg, "--",
+					py, w.workload(t, "realpools.py"), script, mode)
 				if res.code != 0 {
 					t.Errorf("%s %s: exit %d\n%s", lib, mode, res.code, res.stderr)
 					return

@@ -132,12 +132,12 @@ func TestSanitizeUndefinedPreloaded(t *testing.T) {
 // child exits 0, and every child is its own stream holding exactly the
 // bytes it kept.
 func TestPythonForkStorm(t *testing.T) {
-	script := filepath.Join(root, "test", "workloads", "pyforkstorm.py")
 	const children, keepN, keep = 40, 10, 1000
-	for name, py := range pythons(t) {
-		t.Run(name, func(t *testing.T) {
-			capPath := filepath.Join(t.TempDir(), "storm.hlc")
-			res := run(t, 3*time.Minute, heaplensBin(t), "run", "-q", "-o", capPath, "--rate", "1", "--", py, script)
+	for _, py := range everyPython(t) {
+		t.Run(py.name, func(t *testing.T) {
+			w := py.where(t)
+			capPath, capArg := w.file("storm.hlc")
+			res := w.heaplens(t, 3*time.Minute, nil, "run", "-q", "-o", capArg, "--rate", "1", "--", py.path, w.workload(t, "pyforkstorm.py"))
 			if res.code != 0 || res.stdout != "children ok 40 of 40\n" {
 				t.Fatalf("exit %d, stdout %q\n%s", res.code, res.stdout, res.stderr)
 			}
@@ -150,7 +150,10 @@ func TestPythonForkStorm(t *testing.T) {
 					continue
 				}
 				kids++
-				if got != keepN*(33+keep) {
+				// From 3.14 the loop's range iterator, freed into its type's
+				// free list, is never freed: when the child's list was empty
+				// it was made there, and is live at exit at child_keep.
+				if extra := got - keepN*(33+keep); extra != 0 && (py.minor < 14 || extra < 0 || extra > 64) {
 					t.Errorf("child %d keeps %.0f bytes at child_keep, want %d", p.PID, got, keepN*(33+keep))
 				}
 			}

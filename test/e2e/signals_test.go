@@ -79,9 +79,6 @@ func runArgv(t *testing.T, argv []string) result {
 // _thread.interrupt_main each raise KeyboardInterrupt once in a Python
 // command, as in a bare run, on every interpreter.
 func TestPythonKeyboardInterrupt(t *testing.T) {
-	hl := heaplensBin(t)
-	dir := t.TempDir()
-	script := filepath.Join(root, "test", "workloads", "interrupt.py")
 	const want = "ready\nKeyboardInterrupt\nhandled\n"
 	ways := []struct {
 		name, mode string
@@ -91,15 +88,19 @@ func TestPythonKeyboardInterrupt(t *testing.T) {
 		{"kill -INT", "signal", killINT},
 		{"_thread.interrupt_main", "interrupt_main", func(t *testing.T, argv []string) result { return interactive(t, argv, nil, nil) }},
 	}
-	for name, py := range pythons(t) {
-		for _, w := range ways {
-			t.Run(name+"/"+w.name, func(t *testing.T) {
-				bare := w.how(t, []string{py, script, w.mode})
+	for _, py := range everyPython(t) {
+		for _, way := range ways {
+			t.Run(py.name+"/"+way.name, func(t *testing.T) {
+				// In the sid root the chain unshare, sh, chroot execs: the
+				// signal and the terminal reach the same process.
+				w := py.where(t)
+				script := w.workload(t, "interrupt.py")
+				bare := way.how(t, w.command(py.path, script, way.mode))
 				if bare.code != 0 || bare.stdout != want {
 					t.Fatalf("bare: exit %d, stdout %q, want %q\n%s", bare.code, bare.stdout, want, bare.stderr)
 				}
-				cap := filepath.Join(dir, name+w.mode+".hlc")
-				prof := w.how(t, []string{hl, "run", "-q", "-o", cap, "--", py, script, w.mode})
+				_, capArg := w.file(way.mode + ".hlc")
+				prof := way.how(t, w.command(w.bin, "run", "-q", "-o", capArg, "--", py.path, script, way.mode))
 				if prof.code != bare.code || prof.stdout != bare.stdout || prof.stderr != bare.stderr {
 					t.Errorf("under heaplens: exit %d, stdout %q, stderr %q; want as bare: %d, %q, %q",
 						prof.code, prof.stdout, prof.stderr, bare.code, bare.stdout, bare.stderr)

@@ -50,13 +50,14 @@ func load(t *testing.T, path string) *capture.Capture {
 // and its own retained bytes: fork, spawn and forkserver pool workers, a
 // subprocess.run child, and a child started through `sh -c`.
 func TestPythonProcessTree(t *testing.T) {
-	script := filepath.Join(root, "test", "workloads", "pytree.py")
-	sites := siteLines(t, script)
+	sites := siteLines(t, filepath.Join(root, "test", "workloads", "pytree.py"))
 	const rate = 16 << 10
-	for name, py := range pythons(t) {
-		t.Run(name, func(t *testing.T) {
-			capPath := filepath.Join(t.TempDir(), "tree.hlc")
-			res := run(t, 5*time.Minute, heaplensBin(t), "run", "-o", capPath, "--rate", "16KiB", "--", py, script)
+	for _, py := range everyPython(t) {
+		t.Run(py.name, func(t *testing.T) {
+			w := py.where(t)
+			script := w.workload(t, "pytree.py")
+			capPath, capArg := w.file("tree.hlc")
+			res := w.heaplens(t, 5*time.Minute, nil, "run", "-o", capArg, "--rate", "16KiB", "--", py.path, script)
 			if res.code != 0 || !strings.Contains(res.stdout, "pytree done") {
 				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", res.code, res.stdout, res.stderr)
 			}

@@ -114,11 +114,12 @@ func TestUnwindTablesNative(t *testing.T) {
 // Python's eval loop, C functions calling back into Python, ctypes and a
 // second thread, on every supported interpreter.
 func TestUnwindTablesPython(t *testing.T) {
-	script := filepath.Join(root, "test", "workloads", "pyunwind.py")
-	for name, py := range pythons(t) {
-		t.Run(name, func(t *testing.T) {
-			res := runEnv(t, 2*time.Minute, []string{"HEAPLENS_UNWIND_CHECK=1"}, heaplensBin(t),
-				"run", "-o", filepath.Join(t.TempDir(), "py.hlc"), "--rate", "16KiB", "--", py, script, "2")
+	for _, py := range everyPython(t) {
+		t.Run(py.name, func(t *testing.T) {
+			w := py.where(t)
+			_, capArg := w.file("py.hlc")
+			res := w.heaplens(t, 2*time.Minute, []string{"HEAPLENS_UNWIND_CHECK=1"},
+				"run", "-o", capArg, "--rate", "16KiB", "--", py.path, w.workload(t, "pyunwind.py"), "2")
 			if res.code != 0 || res.stdout != "done\n" {
 				t.Fatalf("heaplens run: exit %d, stdout %q\n%s", res.code, res.stdout, res.stderr)
 			}

@@ -45,31 +45,17 @@ type junit struct {
 // with pytest --heaplens: exactly the expected tests fail, naming the
 // expected frames, and heaplens runs from the venv both ways.
 func TestWheelAndPytestPlugin(t *testing.T) {
-	wheels, _ := filepath.Glob(filepath.Join(testenv.Root, "dist", "heaplens-*-py3-none-*manylinux_*_x86_64.whl"))
-	if len(wheels) != 1 {
-		t.Fatalf("want one wheel in dist/, found %v: run make wheel (make test does)", wheels)
-	}
+	wheel := theWheel(t)
 	dir := t.TempDir()
 	project := filepath.Join(dir, "project")
-	if err := os.MkdirAll(project, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"test_limits.py", "native.c"} {
-		b, err := os.ReadFile(filepath.Join(testenv.Root, "test", "pytest_project", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(project, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sampleProject(t, project)
 	for _, py := range testenv.Pythons(t) {
 		t.Run(py.Name, func(t *testing.T) {
 			venv := filepath.Join(dir, py.Name)
 			if r := run(t, 2*time.Minute, py.Path, "-m", "venv", venv); r.code != 0 {
 				t.Fatalf("%s -m venv: %s", py.Path, r.stderr)
 			}
-			pip := run(t, 5*time.Minute, filepath.Join(venv, "bin", "pip"), "install", "-q", "--disable-pip-version-check", wheels[0], "pytest", "numpy")
+			pip := run(t, 5*time.Minute, filepath.Join(venv, "bin", "pip"), "install", "-q", "--disable-pip-version-check", wheel, "pytest", "numpy")
 			if pip.code != 0 {
 				testenv.Missing(t, "pip install of the wheel, pytest and numpy into a %s venv failed: %s", py.Name, pip.stderr)
 				return
@@ -97,44 +83,78 @@ func TestWheelAndPytestPlugin(t *testing.T) {
 				t.Errorf("pytest without --heaplens: exit %d\n%s%s", plain.code, plain.stdout, plain.stderr)
 			}
 			xmlPath := filepath.Join(venv, "junit.xml")
-			r := runIn(t, project, nil, py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--heaplens", "--junitxml", xmlPath)
-			if r.code != 1 {
-				t.Errorf("pytest --heaplens: exit %d, want 1 (tests failed)\n%s%s", r.code, r.stdout, r.stderr)
-			}
-			b, err := os.ReadFile(xmlPath)
-			if err != nil {
-				t.Fatalf("no junit report: %v\n%s%s", err, r.stdout, r.stderr)
-			}
-			var rep junit
-			if err := xml.Unmarshal(b, &rep); err != nil {
-				t.Fatal(err)
-			}
-			seen := map[string]bool{}
-			for _, c := range rep.Cases {
-				seen[c.Name] = true
-				want, fails := pytestExpect[c.Name]
-				switch {
-				case c.Error != nil || c.Skipped != nil:
-					t.Errorf("%s: error or skipped: %+v", c.Name, c)
-				case fails && c.Failure == nil:
-					t.Errorf("%s passed; it must fail", c.Name)
-				case fails && !strings.Contains(c.Failure.Text, want):
-					t.Errorf("%s: the failure does not name %q:\n%s", c.Name, want, c.Failure.Text)
-				case !fails && c.Failure != nil:
-					t.Errorf("%s failed; it must pass:\n%s", c.Name, c.Failure.Text)
-				}
-			}
-			for _, name := range append(pytestPasses, keys(pytestExpect)...) {
-				if !seen[name] {
-					t.Errorf("%s did not run", name)
-				}
-			}
-			for _, want := range []string{"tests that leaked the most:", "test_openmp_leak_fails", "fill_cache (test_limits.py:"} {
-				if !strings.Contains(r.stdout, want) {
-					t.Errorf("the session's heaplens table lacks %q:\n%s", want, r.stdout)
-				}
-			}
+			checkPytestRun(t, runIn(t, project, nil, py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--heaplens", "--junitxml", xmlPath), xmlPath)
 		})
+	}
+}
+
+// checkPytestRun checks a run of the sample project with pytest --heaplens
+// and the junit report it wrote (xmlPath, on the host): exactly the
+// expected tests fail, naming the expected frames.
+func checkPytestRun(t *testing.T, r result, xmlPath string) {
+	t.Helper()
+	if r.code != 1 {
+		t.Errorf("pytest --heaplens: exit %d, want 1 (tests failed)\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	b, err := os.ReadFile(xmlPath)
+	if err != nil {
+		t.Fatalf("no junit report: %v\n%s%s", err, r.stdout, r.stderr)
+	}
+	var rep junit
+	if err := xml.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, c := range rep.Cases {
+		seen[c.Name] = true
+		want, fails := pytestExpect[c.Name]
+		switch {
+		case c.Error != nil || c.Skipped != nil:
+			t.Errorf("%s: error or skipped: %+v", c.Name, c)
+		case fails && c.Failure == nil:
+			t.Errorf("%s passed; it must fail", c.Name)
+		case fails && !strings.Contains(c.Failure.Text, want):
+			t.Errorf("%s: the failure does not name %q:\n%s", c.Name, want, c.Failure.Text)
+		case !fails && c.Failure != nil:
+			t.Errorf("%s failed; it must pass:\n%s", c.Name, c.Failure.Text)
+		}
+	}
+	for _, name := range append(pytestPasses, keys(pytestExpect)...) {
+		if !seen[name] {
+			t.Errorf("%s did not run", name)
+		}
+	}
+	for _, want := range []string{"tests that leaked the most:", "test_openmp_leak_fails", "fill_cache (test_limits.py:"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the session's heaplens table lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// theWheel is the wheel make wheel built.
+func theWheel(t *testing.T) string {
+	t.Helper()
+	wheels, _ := filepath.Glob(filepath.Join(testenv.Root, "dist", "heaplens-*-py3-none-*manylinux_*_x86_64.whl"))
+	if len(wheels) != 1 {
+		t.Fatalf("want one wheel in dist/, found %v: run make wheel (make test does)", wheels)
+	}
+	return wheels[0]
+}
+
+// sampleProject copies the pytest plugin's sample project into dir.
+func sampleProject(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"test_limits.py", "native.c"} {
+		b, err := os.ReadFile(filepath.Join(testenv.Root, "test", "pytest_project", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -204,6 +204,7 @@ func programs() []program {
 		},
 		rustProgram(),
 	}
+	ps = append(ps, rustJemallocPrograms()...)
 	// The same C program with a thousand threads of each stack size.
 	for _, stack := range []int{16 << 10, 32 << 10, 64 << 10} {
 		ps = append(ps, threadsProgram(stack))
