@@ -133,6 +133,7 @@ struct scratch {
 	uintptr_t foreign_lo[FOREIGN_STACKS], foreign_hi[FOREIGN_STACKS]; /* stacks not the thread's own (stacks.c) */
 	uint32_t foreign_next;            /* the entry a new one replaces */
 	unsigned char vec[256];           /* mincore's answer over one of them */
+	uint64_t stat_bytes;              /* sampled bytes not yet added to heapstats.c's count */
 };
 struct scratch *scratch_get(void); /* NULL: none can be had, the sample is dropped */
 
@@ -268,7 +269,7 @@ static inline uint32_t tid(void)
 
 int sample_slow(size_t n);
 void heapstats_init(void);
-void heapstats_maybe(int64_t now); /* now: the time of the ALLOC just recorded */
+void heapstats_maybe(int64_t now, size_t n); /* the time and size of the ALLOC just recorded */
 void heapstats_atfork_child(void);
 
 /*
