@@ -87,8 +87,11 @@ type stream struct {
 	// natives maps a stack's native frames as the library wrote them to
 	// their Locations (nativeFrames).
 	natives *rawCache[*nativeStack]
-	refs    []refSlot // by the slot of a STACK record's ref
-	badRefs uint64    // ALLOCs naming a ref no STACK record defined
+	// lastNative is the native part nativeFrames resolved last, whose outer
+	// frames the next one reuses; spareNative the buffers of the one before.
+	lastNative, spareNative frameRun
+	refs                    []refSlot // by the slot of a STACK record's ref
+	badRefs                 uint64    // ALLOCs naming a ref no STACK record defined
 
 	exitMark   *uint64   // the status the process passed to exit(), if it did
 	highWater  uint64    // the kernel's high-water mark of its RSS: its exit mark, or the agent's last reading
