@@ -37,7 +37,7 @@ type Collector struct {
 	nextID      uint64
 	cutID       uint64 // the Location marking a stack cut at the library's frame limit, once written
 	stoppedID   uint64 // the Location marking a stack whose walk stopped short, once written
-	stackIDs    map[string]uint64
+	stackIDs    *stackIndex
 	lines       map[symKey][]capture.Line
 	exits       map[int]syscall.WaitStatus
 	awaited     map[int]bool // pids whose end the agent learns by waiting
@@ -133,7 +133,7 @@ func New(dir, self string, w *capture.Writer) *Collector {
 		dir: dir, self: self, w: w,
 		syms:     symbolize.NewCache(),
 		streams:  map[string]*stream{},
-		stackIDs: map[string]uint64{},
+		stackIDs: newStackIndex(),
 		lines:    map[symKey][]capture.Line{},
 		exits:    map[int]syscall.WaitStatus{},
 		awaited:  map[int]bool{},

@@ -127,11 +127,11 @@ func (c *Collector) mergeStack(s *stream, rec *ring.Record, nativeKey []byte) (u
 	for _, id := range s.locBuf {
 		s.keyBuf = binary.AppendUvarint(s.keyBuf, id)
 	}
-	sid, ok := c.stackIDs[string(s.keyBuf)]
+	sid, h, ok := c.stackIDs.get(s.keyBuf)
 	if !ok {
 		c.nextID++
 		sid = c.nextID
-		c.stackIDs[string(s.keyBuf)] = sid
+		c.stackIDs.put(h, s.keyBuf, sid)
 		if err := c.w.Stack(&capture.Stack{ID: sid, Locations: append([]uint64(nil), s.locBuf...)}); err != nil {
 			return 0, err
 		}
