@@ -7,7 +7,7 @@
 //	go run ./bench/cmd/hlbench [flags] [malloc] [python] [compare] [attach]
 //
 //	malloc   the cost of malloc+free pairs and of one sample (malloccost)
-//	python   the cost of one sample with Python frames (pycost)
+//	python   the cost of one sample with Python frames (compare.RunPython)
 //	compare  whole workloads against bare runs, heaptrack and memray;
 //	         estimates against exact runs; scale; start-up (compare)
 //	attach   the pause heaplens attach makes in a process (attachcost)
@@ -26,7 +26,6 @@ import (
 	"github.com/heaplens/heaplens/bench/internal/compare"
 	"github.com/heaplens/heaplens/bench/internal/harness"
 	"github.com/heaplens/heaplens/bench/internal/malloccost"
-	"github.com/heaplens/heaplens/bench/internal/pycost"
 )
 
 func main() {
@@ -67,7 +66,7 @@ func realMain(args []string) int {
 	}
 	benches := map[string]func() error{
 		"malloc":  func() error { return malloccost.Run(c) },
-		"python":  func() error { return pycost.Run(c) },
+		"python":  func() error { return compare.RunPython(c) },
 		"compare": func() error { return compare.Run(c, x) },
 		"attach":  func() error { return attachcost.Run(c) },
 	}
