@@ -72,7 +72,7 @@ type Options struct {
 	Instructions bool
 	// Exact compares --rate 1 with memray's like-for-like mode.
 	Exact bool
-	// Overhead runs the overhead, accuracy and instructions sections.
+	// Overhead runs the overhead and accuracy sections.
 	Overhead bool
 }
 
@@ -166,7 +166,19 @@ func run(o options) error {
 				rep.Exact = append(rep.Exact, *e)
 			}
 		}
-		if w.exactOnly || !o.Overhead {
+		if w.exactOnly {
+			continue
+		}
+		if o.Instructions {
+			in, err := b.instructions(w)
+			if err != nil {
+				return err
+			}
+			if in != nil {
+				rep.Instructions = append(rep.Instructions, *in)
+			}
+		}
+		if !o.Overhead {
 			continue
 		}
 		r, err := b.overhead(w)
@@ -179,15 +191,6 @@ func run(o options) error {
 				return err
 			}
 			rep.Accuracy = append(rep.Accuracy, acc)
-		}
-		if o.Instructions {
-			in, err := b.instructions(w)
-			if err != nil {
-				return err
-			}
-			if in != nil {
-				rep.Instructions = append(rep.Instructions, *in)
-			}
 		}
 		rep.Workloads = append(rep.Workloads, r)
 	}
