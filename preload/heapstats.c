@@ -12,9 +12,14 @@
  * allocator that defines it (find_allocator); others are not asked.
  * mallinfo2 takes each arena's lock in turn and walks its free lists, and
  * jemalloc's "epoch" merges its arenas' statistics, so their cost grows
- * with the heap. The next call waits at least 1 s and 1000 times as long
- * as the last one took: it never takes more than 0.1 % of a thread's time,
- * nor holds a lock for long.
+ * with the heap. The next reading waits until the samples since the last
+ * stand for 64 MiB of allocations (at least 128 samples at the default
+ * rate, whatever the speed of the run: a wall-clock pace would read more
+ * often per instruction in a slowed run, under valgrind or on a loaded
+ * machine), and until 1000 times as long as the last one took has passed
+ * (measured in one clock, so the bound holds at any speed): it never takes
+ * more than 0.1 % of the time, nor holds a lock for long. A reading
+ * stretched by the scheduler or a lock wait at most doubles the wait.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -24,9 +29,11 @@
 #include "core.h"
 #include "heapstats.h"
 #include "ring.h"
+#include "scratch.h"
 
-#define MIN_GAP_NS 1000000000ll
+#define GAP_BYTES (64ull << 20)
 #define COST_FACTOR 1000
+#define BATCH (1ull << 20) /* a thread adds its count to the shared one in batches, or at its first sample */
 
 /* A reading, in the MALLINFO record's fields (docs/ring-format.md). */
 struct reading {
@@ -36,7 +43,10 @@ struct reading {
 static struct mallinfo2 (*glibc_info)(void);
 static int (*je_ctl)(const char *, void *, size_t *, void *, size_t);
 static int (*tc_prop)(const char *, size_t *);
-static int64_t next_at; /* CLOCK_MONOTONIC ns; INT64_MAX while a thread takes one */
+static uint64_t allocated; /* bytes the threads' samples stood for, added in batches */
+static uint64_t due_bytes; /* the next reading once allocated reaches it; 0: at the first sample */
+static int64_t next_at;    /* and not before (CLOCK_MONOTONIC ns); INT64_MAX while a thread takes one */
+static int64_t cost_ns;    /* what a reading takes, as the waits count it */
 
 /* name, looked up below us, when the allocator's own module defines it. */
 static void *allocator_fn(const char *name)
@@ -55,7 +65,7 @@ void heapstats_init(void)
 }
 
 /* A fork child starts afresh: the thread that was taking stats is gone. */
-void heapstats_atfork_child(void) { next_at = 0; }
+void heapstats_atfork_child(void) { next_at = 0, due_bytes = 0, allocated = 0, cost_ns = 0; }
 
 static uint64_t je_stat(const char *name)
 {
@@ -106,13 +116,24 @@ static int take(struct reading *r)
 	return 0;
 }
 
-void heapstats_maybe(int64_t now)
+void heapstats_maybe(int64_t now, size_t n)
 {
-	if ((!glibc_info && !je_ctl && !tc_prop) || !RELAXED(g.ring))
+	struct scratch *s = tls.scratch;
+	if ((!glibc_info && !je_ctl && !tc_prop) || !RELAXED(g.ring) || !s)
 		return;
+	s->stat_bytes += n > g.rate ? n : g.rate; /* what the sample stands for, on average */
+	uint64_t want = RELAXED(due_bytes);
+	if (s->stat_bytes < BATCH && want)
+		return;
+	uint64_t sum = __atomic_add_fetch(&allocated, s->stat_bytes, __ATOMIC_RELAXED);
+	s->stat_bytes = 0;
 	int64_t due = __atomic_load_n(&next_at, __ATOMIC_RELAXED);
-	if (now < due || !__atomic_compare_exchange_n(&next_at, &due, INT64_MAX, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+	if (sum < want || now < due || !__atomic_compare_exchange_n(&next_at, &due, INT64_MAX, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return;
+	if (sum < RELAXED(due_bytes)) { /* another thread took one since we looked */
+		__atomic_store_n(&next_at, due, __ATOMIC_RELEASE);
+		return;
+	}
 	tls.busy++;
 	struct reading r;
 	int ok = take(&r);
@@ -132,6 +153,9 @@ void heapstats_maybe(int64_t now)
 		ring_commit(pos, hl_rec_header(56, HL_REC_MALLINFO, 0, 0));
 	}
 	tls.busy--;
-	int64_t gap = took * COST_FACTOR > MIN_GAP_NS ? took * COST_FACTOR : MIN_GAP_NS;
-	__atomic_store_n(&next_at, now + gap, __ATOMIC_RELEASE);
+	__atomic_store_n(&due_bytes, sum + GAP_BYTES, __ATOMIC_RELAXED);
+	/* A reading the scheduler or a lock stretched at most doubles the
+	 * wait; one on a heap grown costly reaches it in a few readings. */
+	cost_ns = cost_ns && took > 2 * cost_ns ? 2 * cost_ns : took;
+	__atomic_store_n(&next_at, now + cost_ns * COST_FACTOR, __ATOMIC_RELEASE);
 }

@@ -7,7 +7,7 @@
 #pragma GCC visibility push(hidden)
 
 void heapstats_init(void);
-void heapstats_maybe(int64_t now); /* now: the time of the ALLOC just recorded */
+void heapstats_maybe(int64_t now, size_t n); /* the time and size of the ALLOC just recorded */
 void heapstats_atfork_child(void);
 
 #pragma GCC visibility pop

@@ -426,7 +426,7 @@ COLD void record_alloc(void *p, size_t n, int func)
 	else
 		put_stack(pos + body);
 	ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_ALLOC, (uint32_t)func, (uint32_t)nf));
-	heapstats_maybe(now);
+	heapstats_maybe(now, n);
 out:
 	resume_sampling(cd);
 	errno = saved;

@@ -19,6 +19,7 @@ struct scratch {
 	uintptr_t foreign_lo[FOREIGN_STACKS], foreign_hi[FOREIGN_STACKS]; /* stacks not the thread's own (stacks.c) */
 	uint32_t foreign_next;            /* the entry a new one replaces */
 	unsigned char vec[256];           /* mincore's answer over one of them */
+	uint64_t stat_bytes;              /* sampled bytes not yet added to heapstats.c's count */
 };
 struct scratch *scratch_get(void); /* NULL: none can be had, the sample is dropped */
 

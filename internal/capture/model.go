@@ -157,7 +157,7 @@ type Resident struct {
 }
 
 // Malloc is what glibc's malloc held in one process at one time (its
-// mallinfo2, taken by the library at most once a second): the heap's free
+// mallinfo2, taken by the library once per 64 MiB allocated): the heap's free
 // memory that no sampled block explains.
 type Malloc struct {
 	Stream   uint32

@@ -39,7 +39,7 @@ type Collector struct {
 	nextID      uint64
 	cutID       uint64 // the Location marking a stack cut at the library's frame limit, once written
 	stoppedID   uint64 // the Location marking a stack whose walk stopped short, once written
-	stackIDs    map[string]uint64
+	stackIDs    *stackIndex
 	lines       map[symKey][]capture.Line
 	exits       map[int]syscall.WaitStatus
 	awaited     map[int]bool // pids whose end the agent learns by waiting
@@ -148,8 +148,11 @@ type stream struct {
 	// natives maps a stack's native frames as the library wrote them to
 	// their Locations (nativeFrames).
 	natives *rawCache[*nativeStack]
-	refs    []refSlot // by the slot of a STACK record's ref
-	badRefs uint64    // ALLOCs naming a ref no STACK record defined
+	// lastNative is the native part nativeFrames resolved last, whose outer
+	// frames the next one reuses; spareNative the buffers of the one before.
+	lastNative, spareNative frameRun
+	refs                    []refSlot // by the slot of a STACK record's ref
+	badRefs                 uint64    // ALLOCs naming a ref no STACK record defined
 
 	host       int       // heaplens's pid of the process (hdr.PID is its own); 0 if it ended before it was found
 	exitMark   *uint64   // the status the process passed to exit(), if it did
@@ -193,7 +196,7 @@ func New(dir, self string, w *capture.Writer) *Collector {
 		dir: dir, self: self, w: w,
 		syms:     symbolize.NewCache(),
 		streams:  map[string]*stream{},
-		stackIDs: map[string]uint64{},
+		stackIDs: newStackIndex(),
 		lines:    map[symKey][]capture.Line{},
 		exits:    map[int]syscall.WaitStatus{},
 		awaited:  map[int]bool{},

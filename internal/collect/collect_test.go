@@ -281,3 +281,40 @@ func TestPythonFramesByPosition(t *testing.T) {
 			a[0].StackID, a[1].StackID, a[4].StackID)
 	}
 }
+
+// A native part not seen before takes the outer frames it shares with the
+// previous one from it: every ALLOC still gets exactly its own frames'
+// addresses, innermost first, the library's own left out, whether its stack
+// is deeper, shallower, shares nothing or is the same as the one before.
+func TestNativeFramesReuseOuter(t *testing.T) {
+	pc := func(i int, off uint64) uint64 { return testModules[i].bias + off }
+	self := pc(3, 0x10)
+	outer := []uint64{pc(1, 0x30), pc(0, 0x20), pc(0, 0x10)}
+	stacks := [][]uint64{
+		append([]uint64{self, pc(2, 0x40)}, outer...),
+		append([]uint64{self, pc(2, 0x44), pc(2, 0x48)}, outer...), // deeper, shares outer
+		outer[1:],           // shallower: a suffix
+		{self, pc(1, 0x50)}, // shares nothing
+		append([]uint64{pc(2, 0x40), self, pc(2, 0x40)}, outer...),                      // the self frame in the middle
+		append([]uint64{self, pc(2, 0x44), pc(2, 0x48)}, outer...),                      // cached
+		append([]uint64{pc(1, 0x60)}, append([]uint64{self, pc(2, 0x40)}, outer...)...), // the first, one deeper
+	}
+	got := collectStacks(t, stacks)
+	if len(got.capt.Allocs) != len(stacks) {
+		t.Fatalf("%d allocs, want %d", len(got.capt.Allocs), len(stacks))
+	}
+	for i, a := range got.capt.Allocs {
+		var want, have []uint64
+		for _, f := range stacks[i] {
+			if f != self {
+				want = append(want, f-1)
+			}
+		}
+		for _, id := range got.capt.Stacks[a.StackID].Locations {
+			have = append(have, got.capt.Locations[id].Address)
+		}
+		if !slices.Equal(have, want) {
+			t.Errorf("stack %d: addresses %#x, want %#x", i, have, want)
+		}
+	}
+}

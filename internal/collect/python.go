@@ -20,9 +20,14 @@ type pyStream struct {
 	native map[uint64]stack.Class // native Location ID -> what it is
 	// at maps a frame of known code to its Location ID: each line has
 	// several positions, each looked up in the code's table once.
-	at   map[pyPosKey]uint64
-	ids  []uint64   // mergePython's scratch: a sample's Python Locations
-	acts [][]uint64 // and its activations, slices of ids
+	at  map[pyPosKey]uint64
+	ids []uint64 // mergePython's scratch: a sample's Python Locations
+	// last and lastIDs are the previous sample's Python frames and their
+	// Locations (0: of unknown code), whose outer ones the next reuses.
+	last    []ring.PyFrame
+	lastIDs []uint64
+	known   []bool     // mergePython's scratch: whether each frame's code is known
+	acts    [][]uint64 // and its activations, slices of ids
 	// parts are the interpreter's eval code outside its named function
 	// (evalParts), known once partsKnown.
 	parts      []unwind.Range
@@ -150,12 +155,13 @@ func (s *stream) pyInterp() *module {
 	return s.py.interp
 }
 
-// pyLocation returns the Location of one Python frame, writing it if new.
-func (c *Collector) pyLocation(s *stream, f ring.PyFrame) (uint64, error) {
+// pyLocation returns the Location of one Python frame, writing it if new,
+// and whether its code is known (the Location is then for good).
+func (c *Collector) pyLocation(s *stream, f ring.PyFrame) (uint64, bool, error) {
 	k := codeKey{f.Code, f.Identity}
 	pk := pyPosKey{k, f.Pos}
 	if id, ok := s.py.at[pk]; ok {
-		return id, nil
+		return id, true, nil
 	}
 	code := s.py.codes[k]
 	line := 0
@@ -167,7 +173,7 @@ func (c *Collector) pyLocation(s *stream, f ring.PyFrame) (uint64, error) {
 		if code != nil {
 			s.py.remember(pk, id)
 		}
-		return id, nil
+		return id, code != nil, nil
 	}
 	ln := capture.Line{Function: "<unknown Python code>", Line: line}
 	if code != nil {
@@ -179,7 +185,7 @@ func (c *Collector) pyLocation(s *stream, f ring.PyFrame) (uint64, error) {
 	if code != nil { // an unknown code's frame gets its name when the code comes
 		s.py.remember(pk, loc.ID)
 	}
-	return loc.ID, c.w.Location(loc)
+	return loc.ID, code != nil, c.w.Location(loc)
 }
 
 func (p *pyStream) remember(k pyPosKey, id uint64) {
@@ -194,13 +200,29 @@ func (p *pyStream) remember(k pyPosKey, id uint64) {
 // seen first.
 func (c *Collector) mergePython(s *stream, dst []uint64, native *nativeStack, py []ring.PyFrame) ([]uint64, error) {
 	ids, acts := s.py.ids[:0], s.py.acts[:0]
+	// The outer frames shared with the previous sample's keep their
+	// Locations, if their code was known (an unknown code's frame gets
+	// another Location once its code comes).
+	prev, prevIDs := s.py.last, s.py.lastIDs
+	n, m := len(py), len(prev)
+	same := 0
+	for same < n && same < m && py[n-1-same] == prev[m-1-same] && prevIDs[m-1-same] != 0 {
+		same++
+	}
 	start := 0
-	for _, f := range py {
-		id, err := c.pyLocation(s, f)
-		if err != nil {
-			return dst, err
+	s.py.known = s.py.known[:0]
+	for i, f := range py {
+		id, known := uint64(0), true
+		if i >= n-same {
+			id = prevIDs[m-n+i]
+		} else {
+			var err error
+			if id, known, err = c.pyLocation(s, f); err != nil {
+				return dst, err
+			}
 		}
 		ids = append(ids, id)
+		s.py.known = append(s.py.known, known)
 		if f.ActivationEnd {
 			acts = append(acts, ids[start:len(ids):len(ids)])
 			start = len(ids)
@@ -210,5 +232,12 @@ func (c *Collector) mergePython(s *stream, dst []uint64, native *nativeStack, py
 		acts = append(acts, ids[start:])
 	}
 	s.py.ids, s.py.acts = ids, acts
+	s.py.last = append(s.py.last[:0], py...)
+	s.py.lastIDs = append(s.py.lastIDs[:0], ids...)
+	for i, known := range s.py.known {
+		if !known {
+			s.py.lastIDs[i] = 0 // not to be reused
+		}
+	}
 	return stack.MergePython(dst, native.ids, native.classes, acts, c.NativePythonInternals), nil
 }

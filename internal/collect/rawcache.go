@@ -46,3 +46,43 @@ func (c *rawCache[V]) put(h uint64, key []byte, v V) {
 	c.m[h] = rawEntry[V]{string(key), v}
 	c.bytes += len(key)
 }
+
+// stackIndex maps the Locations of a stack (as mergeStack encodes them) to
+// its ID, exactly: keyed by a hash of the bytes, as rawCache, so that the
+// map's growth rehashes integers rather than every key's bytes (at --rate
+// 1 a real library's program writes hundreds of thousands of stacks); a
+// key whose hash another key holds goes to a map keyed by the bytes.
+type stackIndex struct {
+	seed maphash.Seed
+	m    map[uint64]rawEntry[uint64]
+	more map[string]uint64
+}
+
+func newStackIndex() *stackIndex {
+	return &stackIndex{seed: maphash.MakeSeed(), m: map[uint64]rawEntry[uint64]{}}
+}
+
+// get returns key's ID and, to put one, the key's hash.
+func (x *stackIndex) get(key []byte) (id, h uint64, ok bool) {
+	h = maphash.Bytes(x.seed, key)
+	if e, ok := x.m[h]; ok {
+		if e.key == string(key) {
+			return e.v, h, true
+		}
+		id, ok = x.more[string(key)]
+		return id, h, ok
+	}
+	return 0, h, false
+}
+
+// put adds key, which get did not find, with its hash.
+func (x *stackIndex) put(h uint64, key []byte, id uint64) {
+	if _, taken := x.m[h]; !taken {
+		x.m[h] = rawEntry[uint64]{string(key), id}
+		return
+	}
+	if x.more == nil {
+		x.more = map[string]uint64{}
+	}
+	x.more[string(key)] = id
+}

@@ -41,3 +41,25 @@ func TestRawCache(t *testing.T) {
 		t.Errorf("ijk: %d, %v; want 4, true", v, ok)
 	}
 }
+
+// stackIndex is exact: two keys under one hash each keep their own ID.
+func TestStackIndexCollision(t *testing.T) {
+	x := newStackIndex()
+	_, hb, ok := x.get([]byte("b"))
+	if ok {
+		t.Fatal("empty index found a key")
+	}
+	x.put(hb, []byte("a"), 1) // "a" under b's hash: a collision, made on purpose
+	x.put(hb, []byte("b"), 2)
+	if id, _, ok := x.get([]byte("b")); !ok || id != 2 {
+		t.Errorf("get(b) = %d, %t; want 2", id, ok)
+	}
+	if _, _, ok := x.get([]byte("c")); ok {
+		t.Error("found a key never put")
+	}
+	_, ha, _ := x.get([]byte("a"))
+	x.put(ha, []byte("a"), 3)
+	if id, _, ok := x.get([]byte("a")); !ok || id != 3 {
+		t.Errorf("get(a) = %d, %t; want 3", id, ok)
+	}
+}

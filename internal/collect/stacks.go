@@ -130,11 +130,11 @@ func (c *Collector) mergeStack(s *stream, rec *ring.Record, nativeKey []byte) (u
 	for _, id := range s.locBuf {
 		s.keyBuf = binary.AppendUvarint(s.keyBuf, id)
 	}
-	sid, ok := c.stackIDs[string(s.keyBuf)]
+	sid, h, ok := c.stackIDs.get(s.keyBuf)
 	if !ok {
 		c.nextID++
 		sid = c.nextID
-		c.stackIDs[string(s.keyBuf)] = sid
+		c.stackIDs.put(h, s.keyBuf, sid)
 		if err := c.w.Stack(&capture.Stack{ID: sid, Locations: append([]uint64(nil), s.locBuf...)}); err != nil {
 			return 0, err
 		}
@@ -149,17 +149,39 @@ type nativeStack struct {
 	classes []stack.Class
 }
 
+// frameRun is a native stack as nativeFrames resolved it, frame by frame
+// (ID 0: the library's own frame).
+type frameRun struct {
+	pcs, ids []uint64
+	classes  []stack.Class
+}
+
 // nativeFrames returns the nativeStack of frames, whose bytes as the library
 // wrote them are key. At --rate 1 a Python program sends the same native
 // part with many Python parts (each bytecode position is another stack): one
-// lookup replaces one per frame and one per frame's class.
+// lookup replaces one per frame and one per frame's class. A native part not
+// seen before mostly shares its outer frames with the stream's previous one
+// (the same thread, deeper or shallower in the same calls): those are taken
+// from it, and only the frames inside them are looked up. A pc's Location
+// never changes in a stream (s.locs), so either way gives the same answer.
 func (c *Collector) nativeFrames(s *stream, frames []uint64, key []byte) (*nativeStack, error) {
 	ns, h, ok := s.natives.get(key)
 	if ok {
 		return ns, nil
 	}
-	ns = &nativeStack{ids: make([]uint64, 0, len(frames)), classes: make([]stack.Class, 0, len(frames))}
-	for _, pc := range frames {
+	prev, run := &s.lastNative, &s.spareNative
+	n, m := len(frames), len(prev.pcs)
+	same := 0
+	for same < n && same < m && frames[n-1-same] == prev.pcs[m-1-same] {
+		same++
+	}
+	run.pcs = append(run.pcs[:0], frames...)
+	run.ids = append(run.ids[:0], prev.ids[m-same:]...) // the shared outer frames, moved below
+	run.classes = append(run.classes[:0], prev.classes[m-same:]...)
+	run.ids, run.classes = append(run.ids, make([]uint64, n-same)...), append(run.classes, make([]stack.Class, n-same)...)
+	copy(run.ids[n-same:], run.ids[:same])
+	copy(run.classes[n-same:], run.classes[:same])
+	for i, pc := range frames[:n-same] {
 		id, ok := s.locs[pc]
 		if !ok {
 			var err error
@@ -168,15 +190,19 @@ func (c *Collector) nativeFrames(s *stream, frames []uint64, key []byte) (*nativ
 			}
 			s.locs[pc] = id
 		}
-		if id != 0 {
-			ns.ids = append(ns.ids, id)
-			if s.py != nil {
-				ns.classes = append(ns.classes, s.py.native[id])
-			} else {
-				ns.classes = append(ns.classes, 0)
-			}
+		run.ids[i], run.classes[i] = id, 0
+		if id != 0 && s.py != nil {
+			run.classes[i] = s.py.native[id]
 		}
 	}
+	ns = &nativeStack{ids: make([]uint64, 0, n), classes: make([]stack.Class, 0, n)}
+	for i, id := range run.ids {
+		if id != 0 {
+			ns.ids = append(ns.ids, id)
+			ns.classes = append(ns.classes, run.classes[i])
+		}
+	}
+	s.lastNative, s.spareNative = *run, *prev
 	s.natives.put(h, key, ns)
 	return ns, nil
 }

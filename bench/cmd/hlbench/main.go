@@ -7,7 +7,7 @@
 //	go run ./bench/cmd/hlbench [flags] [malloc] [python] [compare] [attach]
 //
 //	malloc   the cost of malloc+free pairs and of one sample (malloccost)
-//	python   the cost of one sample with Python frames (pycost)
+//	python   the cost of one sample with Python frames (compare.RunPython)
 //	compare  whole workloads against bare runs, heaptrack and memray;
 //	         estimates against exact runs; scale; start-up (compare)
 //	attach   the pause heaplens attach makes in a process (attachcost)
@@ -26,7 +26,6 @@ import (
 	"github.com/heaplens/heaplens/bench/internal/compare"
 	"github.com/heaplens/heaplens/bench/internal/harness"
 	"github.com/heaplens/heaplens/bench/internal/malloccost"
-	"github.com/heaplens/heaplens/bench/internal/pycost"
 )
 
 func main() {
@@ -50,6 +49,8 @@ func realMain(args []string) int {
 	fs.BoolVar(&x.Scale, "scale", true, "compare: run the scale measurements")
 	fs.BoolVar(&x.Accuracy, "accuracy", true, "compare: run --rate 1 and the accuracy section (small sizes)")
 	fs.BoolVar(&x.Instructions, "instructions", true, "compare: count the target's instructions under callgrind, bare and under heaplens (small sizes)")
+	fs.BoolVar(&x.Exact, "exact", true, "compare: --rate 1 against memray --native --trace-python-allocators on the Python workloads (needs -peers)")
+	fs.BoolVar(&x.Overhead, "overhead", true, "compare: run the overhead and accuracy sections (false: instructions, exact mode and scale only)")
 	fs.BoolVar(&x.Peers, "peers", true, "compare: run heaptrack and memray (false: bare and heaplens only, for A/B runs of heaplens builds)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -65,7 +66,7 @@ func realMain(args []string) int {
 	}
 	benches := map[string]func() error{
 		"malloc":  func() error { return malloccost.Run(c) },
-		"python":  func() error { return pycost.Run(c) },
+		"python":  func() error { return compare.RunPython(c) },
 		"compare": func() error { return compare.Run(c, x) },
 		"attach":  func() error { return attachcost.Run(c) },
 	}

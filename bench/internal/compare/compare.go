@@ -16,8 +16,12 @@
 //   - start-up: the fixed cost of `heaplens run`, with the symbol cache
 //     warm and cold;
 //   - instructions: the target's own instruction count under callgrind,
-//     bare and under heaplens, which wall time on a noisy machine cannot
-//     resolve to a few percent.
+//     bare, under heaplens with no sample (the interposition floor) and at
+//     the default rate (the sampling above it), which wall time on a noisy
+//     machine cannot resolve to a few percent;
+//   - exact mode: tree CPU at --rate 1 against memray's like-for-like mode
+//     (--native --trace-python-allocators) on Python workloads, two of
+//     them real libraries (scikit-learn, PyTorch).
 //
 // It builds bin/heaplens with make (unless NoBuild), installs the peers
 // it compares with when they are missing (heaptrack, sqlite3, g++, numpy,
@@ -67,10 +71,14 @@ type Options struct {
 	Peers    bool            // heaptrack and memray configurations
 	// Instructions counts the target's instructions under callgrind.
 	Instructions bool
+	// Exact compares --rate 1 with memray's like-for-like mode.
+	Exact bool
+	// Overhead runs the overhead and accuracy sections.
+	Overhead bool
 }
 
 // DefaultOptions runs everything.
-var DefaultOptions = Options{Scale: true, Accuracy: true, Peers: true, Instructions: true}
+var DefaultOptions = Options{Scale: true, Accuracy: true, Peers: true, Instructions: true, Exact: true, Overhead: true}
 
 type options struct {
 	harness.Common
@@ -150,6 +158,30 @@ func run(o options) error {
 		return err
 	}
 	for _, w := range ws {
+		if o.Exact && w.Exact != nil && o.Peers {
+			e, err := b.exact(w)
+			if err != nil {
+				return err
+			}
+			if e != nil {
+				rep.Exact = append(rep.Exact, *e)
+			}
+		}
+		if w.exactOnly {
+			continue
+		}
+		if o.Instructions {
+			in, err := b.instructions(w)
+			if err != nil {
+				return err
+			}
+			if in != nil {
+				rep.Instructions = append(rep.Instructions, *in)
+			}
+		}
+		if !o.Overhead {
+			continue
+		}
 		r, err := b.overhead(w)
 		if err != nil {
 			return err
@@ -160,15 +192,6 @@ func run(o options) error {
 				return err
 			}
 			rep.Accuracy = append(rep.Accuracy, acc)
-		}
-		if o.Instructions {
-			in, err := b.instructions(w)
-			if err != nil {
-				return err
-			}
-			if in != nil {
-				rep.Instructions = append(rep.Instructions, *in)
-			}
 		}
 		rep.Workloads = append(rep.Workloads, r)
 	}

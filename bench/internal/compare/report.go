@@ -23,7 +23,9 @@ type Report struct {
 	// Instructions are the targets' instruction counts under callgrind.
 	Instructions []InstrResult `json:"instructions,omitempty"`
 	Scale        *ScaleResult  `json:"scale,omitempty"`
-	Verdicts     []Verdict     `json:"verdicts"`
+	// Exact is --rate 1 against memray's like-for-like mode.
+	Exact    []ExactResult `json:"exact,omitempty"`
+	Verdicts []Verdict     `json:"verdicts"`
 }
 
 // Goals are the issue's targets.
@@ -201,6 +203,7 @@ func formatMarkdown(r *Report) string {
 	writeGoals(&sb, r)
 	writeOverview(&sb, r)
 	writeInstructions(&sb, r)
+	writeExact(&sb, r)
 	writeAccuracy(&sb, r)
 	writeScale(&sb, r)
 	writeStartup(&sb, r)

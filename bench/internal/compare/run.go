@@ -29,7 +29,7 @@ type config struct {
 	profiler string // "", "heaplens", "heaptrack" or "memray"
 	rate     uint64 // heaplens --rate; 0 = the default
 	seed     uint64 // heaplens --seed; 0 = random
-	mode     string // memray: "", "--native", "--aggregate" or "--trace-python-allocators"
+	mode     string // memray's flags, space-separated: "", "--native", "--aggregate", "--trace-python-allocators"…
 	ring     string // heaplens --ring-size; "" = the default
 	cold     bool   // heaplens with an empty cache directory (start-up)
 	noPython bool   // heaplens --no-python
@@ -50,7 +50,15 @@ var (
 	// cfgMemrayT traces pymalloc's objects too: what heaplens samples in
 	// a Python program (its PyMem hooks), so the like-for-like capture.
 	cfgMemrayT = config{Name: "memray --trace-python-allocators", profiler: "memray", mode: "--trace-python-allocators"}
-	cfgCold    = config{Name: "heaplens, cold cache", profiler: "heaplens", cold: true}
+	// cfgMemrayNT is memray's like-for-like mode for heaplens --rate 1 on
+	// Python: every allocation, pymalloc's objects included, with native
+	// and Python frames (section "Exact mode").
+	cfgMemrayNT = config{Name: "memray --native --trace-python-allocators", profiler: "memray", mode: "--native --trace-python-allocators"}
+	// cfgFloor is heaplens with a rate no run reaches: the hooks and the
+	// countdown on every call, no sample. Its cost is the interposition
+	// floor; the default rate's cost above it is the sampling's.
+	cfgFloor = config{Name: "heaplens, no sample (floor)", profiler: "heaplens", rate: 1 << 48, seed: 1}
+	cfgCold  = config{Name: "heaplens, cold cache", profiler: "heaplens", cold: true}
 	// cfgNoPy separates the cost of heaplens' Python mode (PyMem hooks,
 	// Python frames at each sample) from the rest.
 	cfgNoPy = config{Name: "heaplens --no-python", profiler: "heaplens", noPython: true}
@@ -124,9 +132,7 @@ func (b *bench) command(c config, w *workload, args []string) (argv []string, ca
 	case "memray":
 		capture = base + ".bin"
 		argv = []string{b.peers.VenvPython, "-m", "memray", "run", "-q", "-f", "-o", capture}
-		if c.mode != "" {
-			argv = append(argv, c.mode)
-		}
+		argv = append(argv, strings.Fields(c.mode)...)
 		// memray runs the script itself: drop the interpreter from target.
 		return append(argv, target[1:]...), capture, ""
 	}

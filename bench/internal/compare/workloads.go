@@ -45,7 +45,19 @@ type workload struct {
 	// expect returns exact byte counts the workload's code fixes, per view
 	// and site prefix, to check --rate 1 against arithmetic.
 	expect func(args []string) []expectation
+	// Exact is the size of the exact-mode comparison with memray (section
+	// "Exact mode"; nil: not compared there), purePython that the goal of
+	// 3× bare applies, exactOnly that the workload runs there alone (a
+	// real library's program, not sized for the other sections).
+	Exact      []string `json:"args_exact,omitempty"`
+	purePython bool
+	exactOnly  bool
+	// needs names a module the workload imports (a Debian package's).
+	needs string
 }
+
+// exactArgs is w's exact-mode size.
+func (w *workload) exactArgs() []string { return w.Exact }
 
 // expectation is a byte count known from a workload's source.
 type expectation struct {
@@ -116,8 +128,9 @@ func allWorkloads(quick bool) []*workload {
 			Desc:  "pure Python: dicts, lists, strings, small objects, json round trips, a rolling window of live data",
 			Full:  []string{"800"},
 			Small: []string{"30"},
-			key:   "checksum",
-			site:  firstMatching("py_churn.py:"),
+			Exact: []string{"100"}, purePython: true,
+			key:  "checksum",
+			site: firstMatching("py_churn.py:"),
 		},
 		{
 			Name: "py_numpy", Kind: "python", python: true,
@@ -132,6 +145,7 @@ func allWorkloads(quick bool) []*workload {
 			Desc:  "request loop (json parse, lookups, render) whose cache keeps one payload in KEEP forever: a slow leak",
 			Full:  []string{"60000", "5", "4000"},
 			Small: []string{"2000", "1", "8000"},
+			Exact: []string{"8000", "5", "4000"}, purePython: true,
 			key:   "checksum",
 			site:  firstMatching("py_server.py:"),
 			views: []string{"allocs", "peak", "leaks"},
@@ -147,6 +161,7 @@ func allWorkloads(quick bool) []*workload {
 			Desc:  "the standard library's json.tool (python3 -m json.tool IN OUT) on a generated JSON document of 38 MB: a program nobody here wrote",
 			Full:  []string{"38"},
 			Small: []string{"4"},
+			Exact: []string{"8"}, purePython: true,
 			command: func(b *bench, args []string) []string {
 				return []string{b.peers.VenvPython, filepath.Join(b.workloads, "py_jsontool.py"), b.jsonInput(args), b.jsonOutput(args)}
 			},
@@ -158,6 +173,18 @@ func allWorkloads(quick bool) []*workload {
 			// _json's static functions are bare addresses that move run
 			// to run.
 			site: firstNamed("json"),
+		},
+		{
+			Name: "py_sklearn", Kind: "python", python: true, exactOnly: true, needs: "sklearn",
+			Desc:  "scikit-learn (Debian python3-sklearn): a RandomForestClassifier fitted with n_jobs=2 threads, then scored",
+			Exact: []string{"20", "4000"},
+			key:   "checksum",
+		},
+		{
+			Name: "py_torch", Kind: "python", python: true, exactOnly: true, needs: "torch",
+			Desc:  "PyTorch on the CPU (Debian python3-torch): an MLP trained with SGD, one thread",
+			Exact: []string{"300"},
+			key:   "checksum",
 		},
 	}
 	for _, w := range ws {
@@ -279,10 +306,15 @@ func (b *bench) prepare(all []*workload) ([]*workload, error) {
 				}
 			}
 		case "py_jsontool":
-			for _, args := range [][]string{w.Full, w.Small} {
+			for _, args := range [][]string{w.Full, w.Small, w.Exact} {
 				if err = b.writeJSON(args); err != nil {
 					break
 				}
+			}
+		}
+		if w.needs != "" && err == nil {
+			if _, perr := exec.Command(b.peers.VenvPython, "-c", "import "+w.needs).CombinedOutput(); perr != nil {
+				err = fmt.Errorf("%s cannot import %s (apt-get install python3-%s): %v", b.peers.VenvPython, w.needs, w.needs, perr)
 			}
 		}
 		if err != nil {

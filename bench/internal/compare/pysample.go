@@ -1,4 +1,4 @@
-package pycost
+package compare
 
 import (
 	"fmt"
@@ -11,8 +11,6 @@ import (
 
 	"github.com/heaplens/heaplens/bench/internal/harness"
 )
-
-// ---- the cost of one sample ----
 
 // SampleResult is the cost of one sampled allocation (ALLOC record with
 // native and Python stack, and the FREE record of the block) in py_deep.
@@ -46,19 +44,19 @@ func (r SampleResult) Frames() int { return r.NativeFrames + r.PythonFrames }
 
 // perSample measures py_deep at each level count: bare, heaplens --rate 1
 // and heaplens --rate 1 --no-python, interleaved.
-func (b *bench) perSample() ([]SampleResult, error) {
+func (b *bench) perSample(o pyOptions) ([]SampleResult, error) {
 	var res []SampleResult
-	for _, lv := range b.o.levels {
-		r := SampleResult{Levels: lv, N: b.o.deepN, Size: b.o.deepSize}
+	for _, lv := range o.levels {
+		r := SampleResult{Levels: lv, N: o.deepN, Size: o.deepSize}
 		args := []string{strconv.Itoa(lv), strconv.Itoa(r.N), strconv.Itoa(r.Size)}
 		if err := b.countFrames(&r); err != nil {
 			return nil, err
 		}
-		ms, err := b.interleave([]config{cfgBare, cfgRate1, cfgRate1NoPy}, "ns_per_alloc", "py_deep.py", args...)
+		ms, err := b.interleave(pyDeep, args, []config{cfgBare, cfgRate1, cfgRate1NoPy}, nil)
 		if err != nil {
 			return nil, err
 		}
-		perAlloc := func(m Measurement) float64 { return m.KV["ns_per_alloc"] }
+		perAlloc := func(m Measurement) float64 { return m.kv["ns_per_alloc"] }
 		wall := func(m Measurement) float64 { return m.WallS }
 		r.BareNs, r.Rate1Ns, r.Rate1NoPyNs = harness.Field(ms[0], perAlloc), harness.Field(ms[1], perAlloc), harness.Field(ms[2], perAlloc)
 		r.BareWallS, r.Rate1WallS = harness.Field(ms[0], wall), harness.Field(ms[1], wall)
@@ -66,7 +64,7 @@ func (b *bench) perSample() ([]SampleResult, error) {
 		r.PerSampleUs = (harness.Median(r.Rate1Ns) - harness.Median(r.BareNs)) / k / 1000
 		r.NoPyUs = (harness.Median(r.Rate1NoPyNs) - harness.Median(r.BareNs)) / k / 1000
 		r.WallUs = (harness.Median(r.Rate1WallS) - harness.Median(r.BareWallS)) * 1e6 / (float64(r.N) * k)
-		logf("sample, %d frames (%d native + %d Python): %.2f µs (--no-python %.2f µs, by wall %.2f µs)",
+		pylogf("sample, %d frames (%d native + %d Python): %.2f µs (--no-python %.2f µs, by wall %.2f µs)",
 			r.Frames(), r.NativeFrames, r.PythonFrames, r.PerSampleUs, r.NoPyUs, r.WallUs)
 		res = append(res, r)
 	}
@@ -151,4 +149,46 @@ func countStack(stack string) (native, python int) {
 		prevPy = false
 	}
 	return native, python
+}
+
+// SampleInstr is the instruction count of one sample at py_deep's deeper
+// stack: callgrind counts the whole interpreter, so two loop lengths are
+// run and the start-up, the same in both, cancels in the difference.
+type SampleInstr struct {
+	Levels    int       `json:"levels"`
+	N         [2]int    `json:"n"`
+	Bare      [2]uint64 `json:"ir_bare"`
+	Rate1     [2]uint64 `json:"ir_rate1"`
+	PerSample float64   `json:"ir_per_sample"` // ((Rate1[1]-Rate1[0]) - (Bare[1]-Bare[0])) / (N[1]-N[0])
+	Frames    int       `json:"frames"`        // of the sampled stack (perSample's count at this level)
+}
+
+// sampleInstructions runs py_deep under callgrind, bare and under heaplens
+// run --rate 1 (the agent outside valgrind, writing unwind tables as in
+// any run), at two loop lengths.
+func (b *bench) sampleInstructions(levels, frames int) (*SampleInstr, error) {
+	if b.peers.ValgrindReason != "" {
+		b.warnings.Add("no instruction counts: " + b.peers.ValgrindReason)
+		return nil, nil
+	}
+	r := &SampleInstr{Levels: levels, N: [2]int{2000, 12000}, Frames: frames}
+	for i, n := range r.N {
+		args := []string{strconv.Itoa(levels), strconv.Itoa(n)}
+		for _, c := range []config{cfgBare, cfgRate1} {
+			c.callgrind = true
+			m, err := b.runOnce(c, pyDeep, args, false)
+			if err != nil {
+				return nil, err
+			}
+			if c.profiler == "" {
+				r.Bare[i] = m.Instructions
+			} else {
+				r.Rate1[i] = m.Instructions
+			}
+		}
+	}
+	added := (float64(r.Rate1[1]) - float64(r.Rate1[0])) - (float64(r.Bare[1]) - float64(r.Bare[0]))
+	r.PerSample = added / float64(r.N[1]-r.N[0])
+	pylogf("instructions per sample, %d frames: %.0f", frames, r.PerSample)
+	return r, nil
 }

@@ -1,4 +1,4 @@
-package pycost
+package compare
 
 // These tests cover the harness's pure helpers only. Nothing here times
 // anything: speed goals are measured by the harness, never asserted in a
@@ -32,7 +32,7 @@ func TestHeaviestStackAndCount(t *testing.T) {
 }
 
 func TestJSONFinite(t *testing.T) {
-	if _, err := json.Marshal(Report{Samples: []SampleResult{{PerSampleUs: math.NaN(), WallUs: math.Inf(1)}}}); err != nil {
+	if _, err := json.Marshal(PyReport{Samples: []SampleResult{{PerSampleUs: math.NaN(), WallUs: math.Inf(1)}}}); err != nil {
 		t.Errorf("NaN or Inf reached the JSON: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package pycost
+package compare
 
 import (
 	"encoding/json"
@@ -10,13 +10,13 @@ import (
 	"github.com/heaplens/heaplens/bench/internal/peers"
 )
 
-// Report is everything one invocation measured; python.json is this.
-type Report struct {
+// PyReport is everything hlbench python measured; python.json is this.
+type PyReport struct {
 	harness.Stamp
 	Python  string         `json:"python"`
 	Samples []SampleResult `json:"per_sample"`
 	// Instructions is callgrind's count of one sample at the deeper stack.
-	Instructions *InstrResult `json:"instructions,omitempty"`
+	Instructions *SampleInstr `json:"instructions,omitempty"`
 	Notes        []string     `json:"notes"`
 }
 
@@ -31,8 +31,8 @@ func (r SampleResult) MarshalJSON() ([]byte, error) {
 	return json.Marshal(p)
 }
 
-// notes explain what the columns measured.
-func notes(p *peers.Peers) []string {
+// pyNotes explain what the columns measured.
+func pyNotes(p *peers.Peers) []string {
 	return []string{
 		"py_deep runs on Debian's /usr/bin/python3 through the venv " + p.Venv + ", with PYTHONHASHSEED=0.",
 		"py_deep allocates bytes objects of SIZE bytes (> 512: pymalloc hands them to malloc, so --no-python samples " +
@@ -42,7 +42,7 @@ func notes(p *peers.Peers) []string {
 	}
 }
 
-func formatMarkdown(r Report) string {
+func formatPyMarkdown(r PyReport) string {
 	var sb strings.Builder
 	sb.WriteString(r.Header("heaplens: the cost of one sample in a Python program", "CPython "+r.Python) + "\n\n")
 	if len(r.Samples) > 0 {
