@@ -120,7 +120,7 @@ func TestAllowed(t *testing.T) {
 	kill[len(kill)-2].K = unix.SECCOMP_RET_KILL_THREAD // default: kill, for the listed
 	kill = append(kill[:4], append([]Insn{{Code: clsJMP | jmpJEQ, Jt: 0, Jf: 1, K: unix.SYS_OPENAT}}, kill[4:]...)...)
 	err = Allowed([][]Insn{kill}, calls)
-	if err == nil || err.Error() != "target's seccomp filter blocks openat (kills the thread; heaplens needs it for "+calls[0].Why+"): attach would fail" {
+	if err == nil || err.Error() != "target's seccomp filter blocks openat (kills the thread; heaplens needs it: "+calls[0].Why+"): attach would fail" {
 		t.Errorf("openat killed: %v", err)
 	}
 }

@@ -100,7 +100,7 @@ type Blocked struct {
 }
 
 func (b *Blocked) Error() string {
-	return fmt.Sprintf("target's seccomp filter blocks %s (%s; heaplens needs it for %s): attach would fail", b.Call.Name, Describe(b.Action), b.Call.Why)
+	return fmt.Sprintf("target's seccomp filter blocks %s (%s; heaplens needs it: %s): attach would fail", b.Call.Name, Describe(b.Action), b.Call.Why)
 }
 
 // Describe says what an action does to the call.
