@@ -129,25 +129,22 @@ func Run(prog []Insn, d *Data) (uint32, error) {
 	for pc, steps := 0, 0; pc < len(prog) && steps <= len(prog); pc, steps = pc+1, steps+1 {
 		in := prog[pc]
 		switch in.Code & 7 {
-		case clsLD:
-			switch in.Code &^ 7 {
+		case clsLD, clsLDX:
+			var v uint32
+			switch in.Code &^ 7 { // Validate let no other through (an absolute load only for A)
 			case sizeW | modeABS:
-				a = d.word(in.K)
+				v = d.word(in.K)
 			case sizeW | modeLEN:
-				a = dataSize
+				v = dataSize
 			case modeIMM:
-				a = in.K
+				v = in.K
 			case modeMEM:
-				a = mem[in.K]
+				v = mem[in.K]
 			}
-		case clsLDX:
-			switch in.Code &^ 7 {
-			case sizeW | modeLEN:
-				x = dataSize
-			case modeIMM:
-				x = in.K
-			case modeMEM:
-				x = mem[in.K]
+			if in.Code&7 == clsLD {
+				a = v
+			} else {
+				x = v
 			}
 		case clsST:
 			mem[in.K] = a
