@@ -16,7 +16,10 @@
  * like Docker's default profile (EPERM for what it does not list, ENOSYS
  * for clone3), "noexec" EPERM for an mmap with PROT_EXEC (a W^X policy),
  * "strict" Docker's list less the calls to size files (ftruncate, fallocate),
- * which this program does not make, and death for any call not listed.
+ * which this program does not make, and death for any call not listed;
+ * "tight:N,N,…" death for any call but this program's own (own[]) and the
+ * numbers given: those heaplens says it needs, so that any other it made
+ * would kill the process.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -94,12 +97,20 @@ static const int docker[] = {
 	SYS_tkill, SYS_umask, SYS_uname, SYS_unlink, SYS_unlinkat, SYS_wait4, SYS_waitid, SYS_write, SYS_writev,
 };
 
+/* What this program itself calls once the filter is in (strace), and glibc may (arenas). */
+static const int own[] = {
+	SYS_brk, SYS_clock_nanosleep, SYS_nanosleep, SYS_clone, SYS_exit, SYS_exit_group, SYS_futex, SYS_ioctl,
+	SYS_madvise, SYS_mmap, SYS_mprotect, SYS_munmap, SYS_newfstatat, SYS_fstat, SYS_rseq, SYS_rt_sigaction,
+	SYS_rt_sigprocmask, SYS_rt_sigreturn, SYS_set_robust_list, SYS_write, SYS_getrandom, SYS_sched_getaffinity,
+	SYS_sched_yield, SYS_openat, SYS_read, SYS_close, SYS_lseek,
+};
+
 #define LOAD(field) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, field))
 #define RET(action) BPF_STMT(BPF_RET | BPF_K, action)
 
 static int sandbox(const char *how)
 {
-	struct sock_filter f[2 * sizeof docker / sizeof *docker + 16] = {
+	struct sock_filter f[2 * sizeof docker / sizeof *docker + 2 * sizeof own / sizeof *own + 256] = {
 		LOAD(arch), BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
 		RET(SECCOMP_RET_KILL_PROCESS), LOAD(nr),
 	};
@@ -115,6 +126,20 @@ static int sandbox(const char *how)
 			f[n++] = (struct sock_filter)RET(SECCOMP_RET_ALLOW);
 		}
 		f[n++] = (struct sock_filter)RET(strict ? SECCOMP_RET_KILL_PROCESS : SECCOMP_RET_ERRNO | EPERM);
+	} else if (!strncmp(how, "tight:", 6)) {
+		f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone3, 0, 1);
+		f[n++] = (struct sock_filter)RET(SECCOMP_RET_ERRNO | ENOSYS);
+		for (size_t i = 0; i < sizeof own / sizeof *own; i++) {
+			f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)own[i], 0, 1);
+			f[n++] = (struct sock_filter)RET(SECCOMP_RET_ALLOW);
+		}
+		for (char *p = (char *)how + 6, *end; *p && n < sizeof f / sizeof *f - 3; p = *end ? end + 1 : end) {
+			f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)strtoul(p, &end, 10), 0, 1);
+			f[n++] = (struct sock_filter)RET(SECCOMP_RET_ALLOW);
+			if (end == p)
+				return -1;
+		}
+		f[n++] = (struct sock_filter)RET(SECCOMP_RET_KILL_PROCESS);
 	} else if (!strcmp(how, "noexec")) {
 		f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mmap, 0, 3);
 		f[n++] = (struct sock_filter)LOAD(args[2]);
