@@ -18,7 +18,7 @@ import (
 func checkSeccomp(pid, tid int) error {
 	filters, err := seccomp.Read(tid)
 	if err != nil {
-		return fmt.Errorf("process %d runs under a seccomp filter, and %w: not attaching", pid, err)
+		return fmt.Errorf("process %d runs under a seccomp filter, which heaplens must read to know what it allows: %w; not attaching", pid, err)
 	}
 	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {

@@ -28,7 +28,7 @@ func Read(tid int) ([][]Insn, error) {
 		if err != nil {
 			switch {
 			case errors.Is(err, unix.EACCES):
-				return nil, fmt.Errorf("reading its seccomp filters needs CAP_SYS_ADMIN, and heaplens itself under no seccomp filter: %w", err)
+				return nil, fmt.Errorf("reading it needs CAP_SYS_ADMIN, and heaplens itself under no seccomp filter (PTRACE_SECCOMP_GET_FILTER: %v)", err)
 			case errors.Is(err, unix.EIO), errors.Is(err, unix.EINVAL):
 				return nil, fmt.Errorf("this kernel does not give a process's seccomp filters (PTRACE_SECCOMP_GET_FILTER needs CONFIG_CHECKPOINT_RESTORE): %w", err)
 			case errors.Is(err, unix.EMEDIUMTYPE):

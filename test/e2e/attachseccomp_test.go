@@ -34,6 +34,11 @@ func TestAttachSeccomp(t *testing.T) {
 	}
 	attachSessions(t, dir, tg, 3, 500*time.Millisecond, "1")
 	attachSessions(t, dir, tg, 3, time.Second, "512KiB")
+	// Without CAP_SYS_ADMIN (a sidecar's lot) the filter cannot be read.
+	res := run(t, time.Minute, "setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin", heaplensBin(t), "attach", strconv.Itoa(tg.pid()), "-o", filepath.Join(dir, "nocap.hlc"))
+	if want := "which heaplens must read to know what it allows: reading it needs CAP_SYS_ADMIN"; res.code != 1 || !strings.Contains(res.stderr, want) {
+		t.Errorf("without CAP_SYS_ADMIN: exit %d, %q; want exit 1 and %q", res.code, res.stderr, want)
+	}
 	var nrs []string
 	for _, c := range seccomp.Needed(0) {
 		nrs = append(nrs, strconv.Itoa(int(c.Nr)))
