@@ -27,17 +27,24 @@ type Data struct {
 // dataSize is sizeof(struct seccomp_data): what BPF_LEN loads.
 const dataSize = 64
 
-// word is the 32-bit word at offset k of d, little-endian as on x86-64.
+// word is the 32-bit word at offset k (aligned, inside) of d, as laid
+// out on x86-64: little-endian, the low half of a 64-bit field first.
 func (d *Data) word(k uint32) uint32 {
-	var b [dataSize]byte
-	le := binary.LittleEndian
-	le.PutUint32(b[0:], uint32(d.Nr))
-	le.PutUint32(b[4:], d.Arch)
-	le.PutUint64(b[8:], d.IP)
-	for i, a := range d.Args {
-		le.PutUint64(b[16+8*i:], a)
+	var v uint64
+	switch {
+	case k == 0:
+		return uint32(d.Nr)
+	case k == 4:
+		return d.Arch
+	case k < 16:
+		v = d.IP
+	default:
+		v = d.Args[(k-16)/8]
 	}
-	return le.Uint32(b[k:])
+	if k&4 != 0 {
+		return uint32(v >> 32)
+	}
+	return uint32(v)
 }
 
 // Instruction classes and fields (linux/filter.h).
@@ -124,6 +131,11 @@ func Run(prog []Insn, d *Data) (uint32, error) {
 	if err := Validate(prog); err != nil {
 		return 0, err
 	}
+	return run(prog, d)
+}
+
+// run is Run on a program that passed Validate.
+func run(prog []Insn, d *Data) (uint32, error) {
 	var a, x uint32
 	var mem [memWords]uint32
 	for pc, steps := 0, 0; pc < len(prog) && steps <= len(prog); pc, steps = pc+1, steps+1 {

@@ -68,9 +68,19 @@ func getFilter(tid, index int, buf []byte) (int, error) {
 // Verdict runs every filter on d and returns the action that wins, as the
 // kernel picks it: the least permissive, the newest filter's on a tie.
 func Verdict(filters [][]Insn, d *Data) (uint32, error) {
+	for i, f := range filters {
+		if err := Validate(f); err != nil {
+			return 0, fmt.Errorf("seccomp filter %d: %w", i, err)
+		}
+	}
+	return verdict(filters, d)
+}
+
+// verdict is Verdict on filters that passed Validate.
+func verdict(filters [][]Insn, d *Data) (uint32, error) {
 	ret := uint32(unix.SECCOMP_RET_ALLOW)
 	for i, f := range filters {
-		r, err := Run(f, d)
+		r, err := run(f, d)
 		if err != nil {
 			return 0, fmt.Errorf("seccomp filter %d: %w", i, err)
 		}
@@ -130,10 +140,13 @@ func Describe(r uint32) string {
 // Allowed returns a *Blocked for the first call of calls that filters do
 // not allow (or only log), on x86-64, nil when they allow all.
 func Allowed(filters [][]Insn, calls []Call) error {
+	if _, err := Verdict(filters, &Data{}); err != nil { // validates each once
+		return err
+	}
 	for _, c := range calls {
 		for _, args := range c.Args {
 			d := Data{Nr: c.Nr, Arch: unix.AUDIT_ARCH_X86_64, IP: IP, Args: args}
-			r, err := Verdict(filters, &d)
+			r, err := verdict(filters, &d)
 			if err != nil {
 				return err
 			}
