@@ -34,6 +34,13 @@ static inline int blockset_maybe(const struct blockset *s, const void *p)
  * reads the filter byte itself (C's relaxed load adds a zero-extend and a
  * test). The hash is blockset_filter_at's.
  */
+#ifndef __x86_64__
+#define BLOCKSET_MAYBE_GOTO(s, p, label)     \
+	do {                                 \
+		if (blockset_maybe((s), (p))) \
+			goto label;          \
+	} while (0)
+#else
 #define BLOCKSET_MAYBE_GOTO(s, p, label)                                         \
 	__asm__ goto("imull $0x9e3779b1, %k0, %%eax\n\t"                        \
 		     "shrl $(32 - " HL_STR(BLOCKSET_FILTER_BITS) "), %%eax\n\t"  \
@@ -43,6 +50,7 @@ static inline int blockset_maybe(const struct blockset *s, const void *p)
 		     : "r"(p), "r"((s)->filter)                                 \
 		     : "rax", "cc"                                              \
 		     : label)
+#endif
 int blockset_init(struct blockset *s);
 int64_t blockset_take(struct blockset *s, void *p); /* its size (at most 0xffff), or -1 if not there */
 void blockset_keep(struct blockset *s, void *p, size_t n, int func); /* puts and records, or counts a drop */

@@ -22,7 +22,17 @@ struct dwarf_eh_bases {
 };
 extern const void *_Unwind_Find_FDE(void *pc, struct dwarf_eh_bases *bases);
 
+#ifdef __aarch64__
+/* x29, sp, x30: the return address saved in one of the 63 slots below the CFA or beside x29 (unwind-format.md). */
+enum { REG_BP = 29, REG_SP = 31, REG_RA = 30 };
+#define RA_SLOTTED(off) ((off) < 0 && (off) % 8 == 0 && (off) >= -8 * 63)
+#define RA_OK(s) (RA_SLOTTED((s).ra_off) || ((s).bp == R_OFFSET && (s).ra_off == (s).bp_off + 8))
+#define RA_BITS(off) (RA_SLOTTED(off) ? (uint32_t)(-(off) / 8) << 26 : 0u) /* 0: in the pair above x29's slot */
+#else
 enum { REG_BP = 6, REG_SP = 7, REG_RA = 16 };
+#define RA_OK(s) ((s).ra_off == -8)
+#define RA_BITS(off) 0u
+#endif
 enum { R_SAME, R_UNDEF, R_OFFSET, R_OTHER };
 
 struct cfa_state {
@@ -170,6 +180,9 @@ static int run(struct cursor *c, struct cfa_state *s, const struct cfa_state *in
 			case 0x15: set_reg(s, uleb(c), R_OTHER, 0), sleb(c); break;
 			case 0x2e: uleb(c); break;
 			case 0x2f: reg = uleb(c), set_reg(s, reg, R_OFFSET, -(int64_t)uleb(c) * data_align); break;
+#ifdef __aarch64__
+			case 0x2d: break; /* DW_CFA_AARCH64_negate_ra_state: the walk strips the signature */
+#endif
 			default: return 0; /* DW_CFA_set_loc and the rest */
 			}
 		if (adv) {
@@ -247,7 +260,7 @@ int fde_rule(uintptr_t look, uint32_t *rule)
 		*rule = 3u << 24; /* the outermost frame */
 		return 1;
 	}
-	if (s.ra != R_OFFSET || s.ra_off != -8 || s.cfa_expr || s.cfa_off < 0 || s.cfa_off > 0xffff ||
+	if (s.ra != R_OFFSET || !RA_OK(s) || s.cfa_expr || s.cfa_off < 0 || s.cfa_off > 0xffff ||
 	    (s.cfa_reg != REG_SP && s.cfa_reg != REG_BP))
 		return 0;
 	uint32_t k = 0;
@@ -257,6 +270,6 @@ int fde_rule(uintptr_t look, uint32_t *rule)
 		k = (uint32_t)(-s.bp_off / 8);
 	} else if (s.bp != R_SAME)
 		return 0;
-	*rule = (s.cfa_reg == REG_BP ? 1u : 0u) << 24 | k << 16 | (uint32_t)s.cfa_off;
+	*rule = RA_BITS(s.ra_off) | (s.cfa_reg == REG_BP ? 1u : 0u) << 24 | k << 16 | (uint32_t)s.cfa_off;
 	return 1;
 }

@@ -20,6 +20,16 @@ __asm__(".symver dladdr,dladdr@GLIBC_2.2.5");
 __asm__(".symver pthread_key_create,pthread_key_create@GLIBC_2.2.5");
 __asm__(".symver pthread_setspecific,pthread_setspecific@GLIBC_2.2.5");
 __asm__(".symver log,log@GLIBC_2.2.5");
+#elif defined(__aarch64__) && !defined(__clang_analyzer__)
+/* aarch64's first glibc was 2.17: its base versions are GLIBC_2.17. */
+__asm__(".symver dlopen,dlopen@GLIBC_2.17");
+__asm__(".symver dlclose,dlclose@GLIBC_2.17");
+__asm__(".symver dlsym,dlsym@GLIBC_2.17");
+__asm__(".symver dlvsym,dlvsym@GLIBC_2.17");
+__asm__(".symver dladdr,dladdr@GLIBC_2.17");
+__asm__(".symver pthread_key_create,pthread_key_create@GLIBC_2.17");
+__asm__(".symver pthread_setspecific,pthread_setspecific@GLIBC_2.17");
+__asm__(".symver log,log@GLIBC_2.17");
 #endif
 
 #define getrandom hl_getrandom

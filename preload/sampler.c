@@ -159,7 +159,7 @@ static _Unwind_Reason_Code unwind_cb(struct _Unwind_Context *ctx, void *arg)
 	 * (its FDE, or the bytes of a signal trampoline): where this frame's
 	 * rule is known, the caller's return address is checked first.
 	 */
-	uintptr_t bp = _Unwind_GetGR(ctx, 6);
+	uintptr_t bp = _Unwind_GetGR(ctx, DWARF_FP);
 	uint32_t rule;
 	if (!rule_of(ip, &rule)) /* libgcc alone knows: only rbp, if not within the stack, could lead outside */
 		return bp - cfa > a->hi - cfa ? (a->cut = 1, _URC_END_OF_STACK) : _URC_NO_REASON;
@@ -167,7 +167,9 @@ static _Unwind_Reason_Code unwind_cb(struct _Unwind_Context *ctx, void *arg)
 	if (kind == 3)
 		return _URC_NO_REASON;
 	uintptr_t next = (kind == 0 ? cfa : bp) + (rule & 0xffff), ra;
-	if (next < cfa + 8 || next > a->hi || ((ra = ((const uintptr_t *)next)[-1]) && !covered(ra, &hint) && !new_module(ra))) {
+	uint32_t slot = RULE_RA_SLOT(rule, rule >> 16 & 0xff);
+	if (next < cfa + 8 * (uintptr_t)slot || next > a->hi ||
+	    ((ra = STRIP_PAC(((const uintptr_t *)next)[-(intptr_t)slot])) && !covered(ra, &hint) && !new_module(ra))) {
 		a->cut = 1;
 		return _URC_END_OF_STACK;
 	}

@@ -42,6 +42,16 @@ int sample_slow(size_t n);
 		if (old_ <= (int64_t)(n) || t_->attach.epoch != RELAXED(hl_ctl.epoch))  \
 			goto label;                                                         \
 	} while (0)
+#elif !defined(__x86_64__)
+/* aarch64: its atomics-free load, subtract, store and compare-and-branch are what the C gives. */
+#define COUNTDOWN_OR_GOTO(n, label)                                                         \
+	do {                                                                                \
+		struct tls *t_ = &tls;                                                      \
+		int64_t old_ = t_->remaining;                                               \
+		t_->remaining = old_ - (int64_t)(n);                                        \
+		if (old_ <= (int64_t)(n))                                                   \
+			goto label;                                                         \
+	} while (0)
 #else
 #define COUNTDOWN_OR_GOTO(n, label)                                              \
 	__asm__ goto("movq heaplens_tls@gottpoff(%%rip), %%rax\n\t"                \

@@ -166,10 +166,17 @@ static const char *started_from(void)
 	static char exe[4096];
 	const char *fn = (const char *)getauxval(AT_EXECFN);
 	struct stat a, b;
+#ifdef SYS_stat
 	if (fn && syscall(SYS_stat, fn, &a) == 0 && syscall(SYS_stat, "/proc/self/exe", &b) == 0 &&
 	    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
 		return fn;
 	long n = syscall(SYS_readlink, "/proc/self/exe", exe, sizeof exe - 1); /* a script: its interpreter */
+#else /* aarch64 has only the *at calls */
+	if (fn && syscall(SYS_newfstatat, AT_FDCWD, fn, &a, 0) == 0 &&
+	    syscall(SYS_newfstatat, AT_FDCWD, "/proc/self/exe", &b, 0) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		return fn;
+	long n = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", exe, sizeof exe - 1); /* a script: its interpreter */
+#endif
 	if (n <= 0)
 		return NULL;
 	exe[n] = 0;

@@ -35,6 +35,15 @@
 #if !defined(HEAPLENS_ATTACH) && !defined(HEAPLENS_HARNESS)
 
 /* The system call itself, as glibc's syscall() makes it; no errno. */
+#ifdef __aarch64__
+static long raw6(long n, long a, long b, long c, long d, long e, long f)
+{
+	register long x8 __asm__("x8") = n, x0 __asm__("x0") = a, x1 __asm__("x1") = b, x2 __asm__("x2") = c;
+	register long x3 __asm__("x3") = d, x4 __asm__("x4") = e, x5 __asm__("x5") = f;
+	__asm__ volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5) : "memory");
+	return x0;
+}
+#else
 static long raw6(long n, long a, long b, long c, long d, long e, long f)
 {
 	register long r10 __asm__("r10") = d, r8 __asm__("r8") = e, r9 __asm__("r9") = f;
@@ -45,6 +54,7 @@ static long raw6(long n, long a, long b, long c, long d, long e, long f)
 			 : "rcx", "r11", "memory");
 	return ret;
 }
+#endif
 
 static long with_errno(long r)
 {

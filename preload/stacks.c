@@ -127,7 +127,12 @@ out:
 static void own_stack(uintptr_t sp)
 {
 	uintptr_t tp, lo, hi;
+#ifdef __x86_64__
 	__asm__("mov %%fs:0, %0" : "=r"(tp));
+#else
+	/* aarch64 (TLS variant I): tpidr_el0 is just above the descriptor, below the static TLS, in the same mapping. */
+	tp = (uintptr_t)__builtin_thread_pointer();
+#endif
 	tls.stack.lo = 0, tls.stack.hi = 1;
 	if ((sp - main_lo < main_hi - main_lo || syscall(SYS_gettid) == getpid()) && main_hi)
 		tls.stack.lo = main_lo, tls.stack.hi = main_hi;

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -24,7 +25,7 @@
 #define TAB_MAX_ROWS (1u << 24)
 #define TAB_RETRY_NS 5000000 /* a table the agent has not written yet: look again after 5 ms (an open that fails) */
 #define MAX_FRAME_SP (64u << 10)  /* kind 0: the offset field's range */
-#define MAX_FRAME_BP (16u << 20)  /* kind 1: an rbp farther up is not a frame pointer */
+#define MAX_FRAME_BP (16u << 20)  /* kind 1: an rbp (x29) farther up is not a frame pointer */
 
 enum { KIND_RSP, KIND_RBP, KIND_UNKNOWN, KIND_END };
 
@@ -171,10 +172,15 @@ int table_rule(uintptr_t look, uint32_t *rule)
 	return rule_at(look, &w, rule) > 0;
 }
 
+#ifdef __aarch64__
+/* mov x8, #139; svc #0: rt_sigreturn (the vDSO's __kernel_rt_sigreturn; libgcc looks for the same). */
+static const unsigned char code[8] = {0x68, 0x11, 0x80, 0xd2, 0x01, 0x00, 0x00, 0xd4};
+#else
 /* mov $15, %rax; syscall: rt_sigreturn, where a signal handler returns (libgcc looks for the same). */
+static const unsigned char code[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+#endif
 int sigreturn_at(uintptr_t pc)
 {
-	static const unsigned char code[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
 	uint32_t hint = 0;
 	if (!text_module(pc, &hint) || g.mod[hint].text_lo + g.mod[hint].text_len - pc < sizeof code)
 		return 0;
@@ -186,6 +192,21 @@ int sigreturn_at(uintptr_t pc)
  * the kernel's frame (a ucontext) lies at the handler's CFA, sp. 0 if it
  * is not within the stack or the interrupted sp is on no stack we know.
  */
+#ifdef __aarch64__
+/* aarch64: the kernel's frame is a siginfo, then the ucontext. */
+static int through_signal(uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, struct stack_region *r)
+{
+	const size_t uc = sizeof(siginfo_t), end = uc + offsetof(ucontext_t, uc_mcontext.pstate);
+	if (*sp < r->lo || r->hi - *sp < end)
+		return 0;
+	const mcontext_t *mc = (const mcontext_t *)(*sp + uc + offsetof(ucontext_t, uc_mcontext));
+	uintptr_t nsp = (uintptr_t)mc->sp;
+	if (!stack_of(nsp, r))
+		return 0;
+	*pc = (uintptr_t)mc->pc, *sp = nsp, *bp = (uintptr_t)mc->regs[29];
+	return 1;
+}
+#else
 static int through_signal(uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, struct stack_region *r)
 {
 	const size_t rip = offsetof(ucontext_t, uc_mcontext.gregs[REG_RIP]);
@@ -198,6 +219,7 @@ static int through_signal(uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, struct st
 	*pc = (uintptr_t)gr[REG_RIP], *sp = nsp, *bp = (uintptr_t)gr[REG_RBP];
 	return 1;
 }
+#endif
 
 #define MAX_SIGNAL_FRAMES 8 /* nested handlers; a loop of forged ones ends here */
 
@@ -286,12 +308,16 @@ __attribute__((noinline)) int table_walk(const struct walk_start *from, struct s
 		}
 		uintptr_t cfa = (kind == KIND_RSP ? sp : bp) + (rule & 0xffff);
 		if (cfa < sp + 8 || cfa > hi || cfa - sp > (kind == KIND_RSP ? MAX_FRAME_SP : MAX_FRAME_BP) ||
-		    8 * (uintptr_t)k > cfa - sp) {
+		    8 * (uintptr_t)k > cfa - sp
+#ifdef __aarch64__
+		    || !RULE_RA_SLOT(rule, k) || 8 * (uintptr_t)RULE_RA_SLOT(rule, k) > cfa - sp
+#endif
+		) {
 			tls.nframes = n;
 			return WALK_CUT;
 		}
 		const uintptr_t *frame = (const uintptr_t *)cfa;
-		pc = frame[-1];
+		pc = STRIP_PAC(frame[-(intptr_t)RULE_RA_SLOT(rule, k)]);
 		if (k)
 			bp = frame[-(intptr_t)k];
 		sp = cfa, look = pc - 1;

@@ -7,13 +7,16 @@
 #                        machine's (python3.14, python3.15): make sidroot
 #   debroot.sh bullseye  a Debian 11 root (glibc 2.31, python3.9, 32-bit and
 #                        musl compilers) for the older-glibc tests: make oldroot
+#   debroot.sh arm64     a Debian 12 arm64 root (glibc 2.36, python3.11), run
+#                        through qemu-user (qemu-user-static, binfmt_misc's
+#                        qemu-aarch64 entry): make armroot
 #
 # A root is complete only once its stamp file exists. A run that died after
 # debootstrap finished goes on from there; one that died during it starts again.
 # A root made with an older package list gets the packages added in place.
 set -euo pipefail
 
-kind="${1:?usage: debroot.sh sid|bullseye [DIR]}"
+kind="${1:?usage: debroot.sh sid|bullseye|arm64 [DIR]}"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}"
 # The stamp text changes with the package list, so that cached roots are rebuilt.
 case "$kind" in
@@ -36,6 +39,12 @@ bullseye)
 	# and musl-tools build the programs the library cannot load into.
 	pkgs=(python3 python3-pip python3-venv gcc libc6-dev gcc-multilib musl-tools)
 	;;
+arm64)
+	name=bookworm-arm64 suite=bookworm arch=arm64
+	stamp_text="heaplens arm64 root v1: python3 pip venv dev gcc"
+	# python3-dev builds the tests' C extension modules; gcc brings libgomp.
+	pkgs=(python3 python3-pip python3-venv python3-dev gcc libc6-dev)
+	;;
 *)
 	echo "debroot: unknown root $kind" >&2
 	exit 2
@@ -53,6 +62,24 @@ fi
 if ! command -v debootstrap >/dev/null 2>&1; then
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+fi
+
+arch_args=()
+if [ -n "${arch:-}" ]; then
+	arch_args=(--arch="$arch")
+	# A foreign root runs through qemu-user: binfmt_misc must know the
+	# architecture with the F flag (the emulator opened at registration, so
+	# that it is found inside a chroot), as Debian's qemu-user-static sets it.
+	if [ ! -x /usr/bin/qemu-aarch64-static ] || ! command -v update-binfmts >/dev/null 2>&1; then
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq qemu-user-static binfmt-support >/dev/null
+	fi
+	[ -e /proc/sys/fs/binfmt_misc/status ] || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
+	[ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || update-binfmts --enable qemu-aarch64
+	if ! grep -qx enabled /proc/sys/fs/binfmt_misc/qemu-aarch64 || ! grep -q '^flags:.*F' /proc/sys/fs/binfmt_misc/qemu-aarch64; then
+		echo "debroot: binfmt_misc's qemu-aarch64 entry is not enabled with the F flag" >&2
+		exit 1
+	fi
 fi
 
 # The machine's own Debian mirror: the only place packages may come from.
@@ -81,7 +108,7 @@ else
 	if [ ! -f "$tmp/.debootstrap-done" ]; then
 		rm -rf "$tmp"
 		echo "debroot: debootstrap $suite from $mirror into $tmp (a few minutes)" >&2
-		debootstrap --variant=minbase "$suite" "$tmp" "$mirror" >"$tmp.log" 2>&1 || {
+		debootstrap --variant=minbase "${arch_args[@]}" "$suite" "$tmp" "$mirror" >"$tmp.log" 2>&1 || {
 			tail -20 "$tmp.log" >&2
 			exit 1
 		}

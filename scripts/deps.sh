@@ -42,6 +42,12 @@ if [ "${1:-}" != demo ]; then
 	have xz || need+=(xz-utils)
 	have cargo || need+=(cargo)
 	have strace || need+=(strace) # the java case checks that the JVM takes SIGSEGV bare
+	# arm64: the library's cross compiler (make bin/heaplens-arm64, make wheel), and
+	# qemu-user with binfmt_misc for the arm64 root (make armroot, make test-platforms).
+	have aarch64-linux-gnu-gcc || need+=(gcc-aarch64-linux-gnu)
+	pkg libc6-dev-arm64-cross
+	pkg qemu-user-static
+	pkg binfmt-support
 	pkg python3-greenlet # greenlet and gevent switch slices of the C stack: test/e2e/walks_test.go
 	pkg python3-gevent
 	pkg python3-eventlet

@@ -5,10 +5,12 @@ import (
 	"debug/elf"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 
 	"github.com/heaplens/heaplens/internal/elfmod"
+	"github.com/heaplens/heaplens/internal/inject"
 	"github.com/heaplens/heaplens/internal/procmaps"
 )
 
@@ -20,6 +22,9 @@ func Check(pid int) error {
 	}
 	if pid == os.Getpid() {
 		return fmt.Errorf("heaplens cannot attach to itself")
+	}
+	if runtime.GOARCH != "amd64" {
+		return inject.ErrArch
 	}
 	state, err := procState(pid)
 	if err != nil {

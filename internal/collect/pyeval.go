@@ -30,6 +30,9 @@ func evalParts(path string) ([]unwind.Range, error) {
 		return nil, err
 	}
 	defer f.Close()
+	if f.Machine != elf.EM_X86_64 {
+		return nil, nil // the search decodes x86-64 code: elsewhere (arm64) the symbols' names decide
+	}
 	lo, hi, code, err := evalCode(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -8,6 +8,12 @@
 // program's own code (not libc's, not the loader's), else one waiting on a
 // futex. Threads looked at and not chosen are stopped for microseconds;
 // the others are never stopped.
+//
+// x86-64 only (inject_other.go): on arm64 attach is not supported yet,
+// since ptrace cannot be tested under qemu-user (docs/platforms.md).
+
+//go:build amd64
+
 package inject
 
 import (

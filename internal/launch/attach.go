@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/collect"
 	"github.com/heaplens/heaplens/internal/container"
+	"github.com/heaplens/heaplens/internal/inject"
 	"github.com/heaplens/heaplens/internal/privdir"
 )
 
@@ -56,6 +58,9 @@ type AttachResult struct {
 // Attach profiles a running process until the session ends, then leaves
 // it as it was (the library stays loaded and idle; docs/attach.md).
 func Attach(o AttachOptions) (*AttachResult, error) {
+	if runtime.GOARCH != "amd64" {
+		return nil, inject.ErrArch // before the library, which there is none of
+	}
 	if err := CheckRingSize(o.RingSize); o.RingSize != 0 && err != nil {
 		return nil, err
 	}

@@ -5,31 +5,16 @@ package launch
 import (
 	"bytes"
 	"crypto/sha256"
-	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/heaplens/heaplens/internal/privdir"
 	"golang.org/x/sys/unix"
-)
-
-// The Makefile builds preload/ into lib/libheaplens.so before the Go build.
-// The directory is embedded (it always holds its README), so that a fresh
-// clone vets, tests and builds with plain Go tools; such a binary has no
-// library, and says so when asked to profile.
-//
-//go:embed lib
-var libDir embed.FS
-
-var (
-	library, _            = fs.ReadFile(libDir, "lib/libheaplens.so")
-	attachLibraryBytes, _ = fs.ReadFile(libDir, "lib/libheaplens-attach.so")
 )
 
 // ErrNoLibrary means this binary was built without the preload library.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -125,7 +126,7 @@ func missingVersions(interp string, lib *elf.File) string {
 	if err != nil {
 		return "" // the kernel will say what is wrong
 	}
-	dirs := []string{filepath.Dir(real), "/lib64", "/usr/lib64", "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu"}
+	dirs := []string{filepath.Dir(real), "/lib64", "/usr/lib64", "/lib/" + multiarch, "/usr/lib/" + multiarch}
 	for _, need := range needs {
 		if need.Name == "libgcc_s.so.1" {
 			continue // found through the program's own paths as often as the system's
@@ -197,8 +198,15 @@ func noexec(dir string) bool {
 // library of the same name lets it go on without a word; musl's loader
 // does not expand it, finds no such file and goes on silently. So a child
 // that execs a program the library cannot load into runs unprofiled with
-// its output untouched (whyUnprofiled names it).
-var platformLinks = []string{"x86_64", "haswell", "xeon_phi"}
+// its output untouched (whyUnprofiled names it). On arm64 the loader
+// expands it to aarch64; no 32-bit stub is made there (a 32-bit ARM
+// program's loader prints that it cannot find the library, and goes on).
+var platformLinks, multiarch = func() ([]string, string) {
+	if runtime.GOARCH == "arm64" {
+		return []string{"aarch64"}, "aarch64-linux-gnu"
+	}
+	return []string{"x86_64", "haswell", "xeon_phi"}, "x86_64-linux-gnu"
+}()
 
 const stubPlatform = "i686"
 
@@ -217,6 +225,9 @@ func preloadEntry(lib string) string {
 		if t, err := os.Readlink(p); err != nil || t != "." {
 			return lib
 		}
+	}
+	if runtime.GOARCH != "amd64" {
+		return filepath.Join(dir, "$PLATFORM", name)
 	}
 	sd := filepath.Join(dir, stubPlatform)
 	os.Mkdir(sd, 0o711)

@@ -2,10 +2,12 @@ package launch
 
 import (
 	"bytes"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -31,7 +33,39 @@ type unprofiled struct {
 	member map[int]bool
 	scans  int
 	self   string // heaplens's own executable: a test runner's heaplens window is a tool, not the program
+	// foreign caches, by executable, whether it cannot run natively on
+	// heaplens's machine (emulator).
+	foreign map[string]bool
 }
+
+// emulator reports whether exe, the /proc/PID/exe of a process with a
+// ring, is a program that cannot run natively on heaplens's machine (an
+// x86-64 program seen by an arm64 heaplens): then heaplens, the process
+// and exe all run under qemu-user (as in the arm64 root), and exe is the
+// emulator. A process that execs a 32-bit program of the machine (i386 on
+// x86-64) is not one. An emulated process that execs another emulated
+// program without the library is not named unprofiled (/proc shows the
+// same emulator).
+func (u *unprofiled) emulator(pid int, exe string) bool {
+	f, ok := u.foreign[exe]
+	if !ok {
+		// Through /proc: in a chroot the emulator's path is the host's.
+		if ef, err := elf.Open(fmt.Sprintf("/proc/%d/exe", pid)); err == nil {
+			n := native[runtime.GOARCH]
+			f = n != [2]elf.Machine{} && ef.Machine != n[0] && ef.Machine != n[1]
+			ef.Close()
+		}
+		if u.foreign == nil {
+			u.foreign = map[string]bool{}
+		}
+		u.foreign[exe] = f
+	}
+	return f
+}
+
+// native are the ELF machines of the programs each GOARCH heaplens is
+// built for runs natively: its own, and its 32-bit one.
+var native = map[string][2]elf.Machine{"amd64": {elf.EM_X86_64, elf.EM_386}, "arm64": {elf.EM_AARCH64, elf.EM_ARM}}
 
 // fullEvery is how many rounds pass between full reads of /proc.
 const fullEvery = 50
@@ -59,6 +93,9 @@ func (u *unprofiled) scan(profiled map[int]string, marked map[int]bool) (notes [
 		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 		if err != nil || profiled[pid] == exe || exe == u.self || marked[pid] {
 			continue // gone, a zombie, profiled, heaplens itself, or it said why not
+		}
+		if _, ok := profiled[pid]; ok && u.emulator(pid, exe) {
+			continue // profiled, seen through qemu-user: its ring names the program, /proc the emulator
 		}
 		im := image{pid, exe}
 		now[im] = true

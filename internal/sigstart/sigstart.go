@@ -5,7 +5,7 @@
 // children) and unblocks some, so an inherited SIG_IGN (a background job's
 // SIGQUIT, a Python parent's SIGPIPE) or blocked SIGINT would otherwise be
 // lost between heaplens's parent and the command. An assembly entry point
-// (entry_linux_amd64.s; the Makefile links with
+// (entry_linux_amd64.s, entry_linux_arm64.s; the Makefile links with
 // -ldflags=-E=github.com/heaplens/heaplens/internal/sigstart.entry) records
 // them before the runtime starts. Without it (another GOARCH, or a plain go
 // build) only SIGHUP and SIGINT are known, which the runtime leaves ignored.

@@ -122,13 +122,15 @@ func BuildFile(path string) (table []byte, id []byte, err error) {
 // compiled is a compiled table and, for the tests, the FDEs that have no
 // rows in it and why (by their offsets in .eh_frame, as readelf names them).
 type compiled struct {
+	arch    *arch
 	table   *Table
 	skipped map[int]string
 }
 
 func compile(f *elf.File) (*compiled, error) {
-	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_X86_64 || f.Data != elf.ELFDATA2LSB {
-		return nil, fmt.Errorf("%v %v %v file, want ELFCLASS64 EM_X86_64 ELFDATA2LSB", f.Class, f.Machine, f.Data)
+	a, ok := archOf(f.Machine)
+	if f.Class != elf.ELFCLASS64 || !ok || f.Data != elf.ELFDATA2LSB {
+		return nil, fmt.Errorf("%v %v %v file, want ELFCLASS64 EM_X86_64 or EM_AARCH64 ELFDATA2LSB", f.Class, f.Machine, f.Data)
 	}
 	id, err := buildID(f)
 	if err != nil {
@@ -141,7 +143,7 @@ func compile(f *elf.File) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &compiled{table: &Table{ID: id}, skipped: map[int]string{}}
+	c := &compiled{arch: a, table: &Table{ID: id}, skipped: map[int]string{}}
 	if err := c.rows(x.fdes()); err != nil {
 		return nil, err
 	}
@@ -192,7 +194,7 @@ func (c *compiled) rows(fdes []fde) error {
 			} else if f.begin > end {
 				t.emit(end, unknown)
 			}
-			runFDE(f, t.emit)
+			runFDE(c.arch, f, t.emit)
 			end = f.end
 		}
 	}

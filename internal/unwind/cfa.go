@@ -1,16 +1,40 @@
 package unwind
 
-import "errors"
-
-// DWARF register numbers on x86-64 that a row describes.
-const (
-	regRBP = 6
-	regRSP = 7
-	regRA  = 16
+import (
+	"debug/elf"
+	"errors"
 )
 
-// How a register is recovered (only rbp's and the return address's
-// matter: the library restores no other register).
+// arch is what the rows of one architecture describe: the DWARF numbers of
+// the stack pointer, the frame pointer and the return address column, and
+// where the return address may be saved.
+type arch struct {
+	sp, fp, ra uint64
+	// raSlots: arm64's return address (x30) may be saved in any of the
+	// 63 slots below the CFA (bits 26–31 name it) or, farther down, just
+	// above the saved x29 (0); x86-64's is at CFA − 8 by the call
+	// instruction, and bits 26–31 stay 0.
+	raSlots bool
+}
+
+var (
+	archAMD64 = arch{sp: 7, fp: 6, ra: 16}
+	archARM64 = arch{sp: 31, fp: 29, ra: 30, raSlots: true}
+)
+
+// archOf returns the rows' architecture for an ELF machine.
+func archOf(m elf.Machine) (*arch, bool) {
+	switch m {
+	case elf.EM_X86_64:
+		return &archAMD64, true
+	case elf.EM_AARCH64:
+		return &archARM64, true
+	}
+	return nil, false
+}
+
+// How a register is recovered (only the frame pointer's and the return
+// address's matter: the library restores no other register).
 const (
 	ruleSame      = iota // the caller's value is this frame's (also: never said)
 	ruleUndefined        // the caller's value is lost
@@ -27,26 +51,36 @@ type regRule struct {
 type frameState struct {
 	cfaReg  uint64
 	cfaOff  int64
-	cfaExpr bool // the CFA is given by an expression
-	rbp, ra regRule
+	cfaExpr bool    // the CFA is given by an expression
+	rbp, ra regRule // rbp: the frame pointer (x29 on arm64)
 }
 
 // maxStack bounds DW_CFA_remember_state: a deeper program is unknown.
 const maxStack = 64
 
 // rule encodes s as a row of the table (docs/unwind-format.md, Rules).
-func (s *frameState) rule() uint32 {
+func (s *frameState) rule(a *arch) uint32 {
 	if s.ra.how == ruleUndefined {
 		return Rule{Kind: KindEnd}.Encode()
 	}
-	if s.ra.how != ruleOffset || s.ra.off != -8 || s.cfaExpr || s.cfaOff < 0 || s.cfaOff > 0xffff {
+	if s.ra.how != ruleOffset || s.cfaExpr || s.cfaOff < 0 || s.cfaOff > 0xffff {
 		return unknown
 	}
 	r := Rule{CFAOffset: uint16(s.cfaOff)}
+	switch {
+	case !a.raSlots && s.ra.off == -8:
+	case a.raSlots && s.ra.off < 0 && s.ra.off%8 == 0 && s.ra.off >= -8*maxRASlot:
+		r.RASlot = uint8(-s.ra.off / 8)
+	case a.raSlots && s.rbp.how == ruleOffset && s.ra.off == s.rbp.off+8:
+		// RASlot 0: farther down, in the frame record's pair, just above
+		// the saved x29 (whose slot is checked below).
+	default:
+		return unknown
+	}
 	switch s.cfaReg {
-	case regRSP:
+	case a.sp:
 		r.Kind = KindRSP
-	case regRBP:
+	case a.fp:
 		r.Kind = KindRBP
 	default:
 		return unknown
@@ -67,6 +101,7 @@ func (s *frameState) rule() uint32 {
 // machine runs the CFA program of one FDE (its CIE's initial instructions,
 // then its own), calling emit for the row that starts at each location.
 type machine struct {
+	arch  *arch
 	ci    *cie
 	init  frameState // after the CIE's initial instructions: DW_CFA_restore's rules
 	s     frameState
@@ -83,12 +118,12 @@ var (
 
 // runFDE emits the rows of f. A program it cannot follow makes the rest of
 // f unknown, from the location where it went wrong.
-func runFDE(f *fde, emit func(addr uint64, rule uint32)) {
-	m := machine{ci: f.cie, loc: f.begin, end: f.end, emit: emit}
-	if f.bad || f.cie.signal || f.cie.raReg != regRA {
+func runFDE(a *arch, f *fde, emit func(addr uint64, rule uint32)) {
+	m := machine{arch: a, ci: f.cie, loc: f.begin, end: f.end, emit: emit}
+	if f.bad || f.cie.signal || f.cie.raReg != a.ra {
 		// A signal frame's pc is not a return address, which the library
 		// assumes of every caller's: signal frames are libgcc's. A CIE
-		// whose return address is not column 16 is not the ABI's.
+		// whose return address column is not the ABI's (16; 30) is not followed.
 		emit(f.begin, unknown)
 		return
 	}
@@ -106,7 +141,7 @@ func runFDE(f *fde, emit func(addr uint64, rule uint32)) {
 		return
 	}
 	if m.loc < m.end {
-		m.emit(m.loc, m.s.rule())
+		m.emit(m.loc, m.s.rule(m.arch))
 	}
 }
 
@@ -201,6 +236,11 @@ func (m *machine) extended(c *cursor, op uint8, cie bool) error {
 		c.sleb()
 	case 0x2e: // DW_CFA_GNU_args_size
 		c.uleb()
+	case 0x2d: // DW_CFA_AARCH64_negate_ra_state (DW_CFA_GNU_window_save elsewhere)
+		if !m.arch.raSlots {
+			return errOpcode
+		}
+		// The saved return address is signed: the library strips the signature.
 	case 0x2f: // DW_CFA_GNU_negative_offset_extended
 		m.set(c.uleb(), regRule{ruleOffset, -int64(c.uleb()) * da})
 	default:
@@ -212,9 +252,9 @@ func (m *machine) extended(c *cursor, op uint8, cie bool) error {
 // set gives reg the rule r, if reg is one a row describes.
 func (m *machine) set(reg uint64, r regRule) {
 	switch reg {
-	case regRBP:
+	case m.arch.fp:
 		m.s.rbp = r
-	case regRA:
+	case m.arch.ra:
 		m.s.ra = r
 	}
 }
@@ -222,9 +262,9 @@ func (m *machine) set(reg uint64, r regRule) {
 // restore gives reg back the rule the CIE's initial instructions left it.
 func (m *machine) restore(reg uint64) {
 	switch reg {
-	case regRBP:
+	case m.arch.fp:
 		m.s.rbp = m.init.rbp
-	case regRA:
+	case m.arch.ra:
 		m.s.ra = m.init.ra
 	}
 }
@@ -245,7 +285,7 @@ func (m *machine) advance(delta uint64, cie bool) error {
 // moveTo ends the current row at to.
 func (m *machine) moveTo(to uint64) {
 	if m.loc < m.end {
-		m.emit(m.loc, m.s.rule())
+		m.emit(m.loc, m.s.rule(m.arch))
 	}
 	m.loc = to
 }

@@ -111,7 +111,7 @@ func TestBuildErrors(t *testing.T) {
 		t.Errorf("an empty .eh_frame: %v, want a table", err)
 	}
 	machine := bytes.Clone(good)
-	binary.LittleEndian.PutUint16(machine[18:], uint16(elf.EM_AARCH64))
+	binary.LittleEndian.PutUint16(machine[18:], uint16(elf.EM_RISCV))
 	long := testELF(nil, 0x1000, make([]byte, 65), 0)
 	noEH := bytes.Clone(good)
 	copy(noEH[bytes.Index(noEH, []byte(".eh_frame\x00")):], ".xx_frame")
@@ -119,7 +119,7 @@ func TestBuildErrors(t *testing.T) {
 		name string
 		elf  []byte
 	}{
-		{"not x86-64", machine},
+		{"neither x86-64 nor arm64", machine},
 		{"no build ID", testELF(nil, 0x1000, nil, 0)},
 		{"a build ID of 65 bytes", long},
 		{"no .eh_frame", noEH},

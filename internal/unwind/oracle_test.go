@@ -23,6 +23,14 @@ var oracleFiles = []string{
 	"/usr/bin/python3.11",
 }
 
+// The arm64 files: Debian's cross toolchain's (gcc-aarch64-linux-gnu,
+// which make bin/heaplens-arm64 needs), and the arm64 root's python3.11
+// when make armroot made it.
+var oracleFilesARM64 = []string{
+	"/usr/aarch64-linux-gnu/lib/libc.so.6",
+	"/usr/aarch64-linux-gnu/lib/libstdc++.so.6",
+}
+
 // pyenvLibpython returns a pyenv Python 3.12's libpython, or "".
 func pyenvLibpython() string {
 	root := os.Getenv("PYENV_ROOT")
@@ -60,8 +68,21 @@ func TestReadelfOracle(t *testing.T) {
 	} else {
 		t.Log("NOTE: no pyenv Python 3.12 (versions/3.12.*/lib/libpython3.12.so.1.0): it is NOT checked")
 	}
+	arm := append([]string(nil), oracleFilesARM64...)
+	if _, err := os.Stat(arm[0]); err != nil {
+		t.Logf("!!! %s is missing (apt-get install gcc-aarch64-linux-gnu): arm64's CFI is NOT checked", arm[0])
+		arm = nil
+	}
+	if py := filepath.Join(armRootDir(), "usr/bin/python3.11"); arm != nil {
+		if _, err := os.Stat(py); err == nil {
+			arm = append(arm, py)
+		} else {
+			t.Logf("NOTE: no arm64 root (make armroot): its python3.11 is NOT checked")
+		}
+	}
+	files = append(files, arm...)
 	for _, path := range files {
-		t.Run(filepath.Base(path), func(t *testing.T) {
+		t.Run(strings.TrimPrefix(strings.ReplaceAll(path, "/", "_"), "_"), func(t *testing.T) {
 			t.Parallel()
 			checkOracle(t, readelf, path)
 		})
@@ -99,12 +120,20 @@ func checkOracle(t *testing.T, readelf, path string) {
 	// readelf prints "u" for an rbp the FDE has not saved yet as for one it
 	// declares undefined (kind 2 here): such FDEs cannot be compared.
 	ambiguous := fdesWith(raw, "DW_CFA_undefined: r6 (rbp)")
+	arm := f.Machine == elf.EM_AARCH64
+	raUndefined := map[int]bool{}
+	if arm {
+		// The same for x29; and arm64's return address is in x30 until it
+		// is saved, which readelf also prints "u".
+		ambiguous = fdesWith(raw, "DW_CFA_undefined: r29 (x29)")
+		raUndefined = fdesWith(raw, "DW_CFA_undefined: r30 (x30)")
+	}
 
 	tab, err := Parse(c.table.bytes())
 	if err != nil {
 		t.Fatalf("Parse of the table Build wrote: %v", err)
 	}
-	o := oracle{t: t, table: tab}
+	o := oracle{t: t, table: tab, arm: arm, raUndefined: raUndefined}
 	reasons := map[string]int{}
 	kept := map[uint64]bool{} // the starts of the FDEs in the table
 	for _, fd := range dump.fdes {
@@ -124,8 +153,8 @@ func checkOracle(t *testing.T, readelf, path string) {
 			o.check(fd.end, "the end of the FDE at "+offHex(fd.off), Rule{Kind: KindUnknown}, true)
 		}
 	}
-	t.Logf("%s: %d FDEs, %d readelf rows, %d addresses checked, %d table rows, %d mismatches; FDEs left out: %v",
-		path, len(dump.fdes), o.rows, o.checked, len(c.table.Addr), o.bad, reasons)
+	t.Logf("%s: %d FDEs, %d readelf rows (%d ambiguous), %d addresses checked, %d table rows, %d mismatches; FDEs left out: %v",
+		path, len(dump.fdes), o.rows, o.ambiguous, o.checked, len(c.table.Addr), o.bad, reasons)
 	if o.bad > 0 {
 		t.Errorf("%d mismatches with readelf; the first:\n%s", o.bad, strings.Join(o.first, "\n"))
 	}
@@ -141,12 +170,15 @@ func offHex(off int) string { return fmt.Sprintf("%08x", off) }
 
 // oracle compares the table with what readelf says, counting mismatches.
 type oracle struct {
-	t       *testing.T
-	table   *Table
-	checked int // addresses
-	rows    int // readelf's rows (the last at each address)
-	bad     int
-	first   []string
+	t           *testing.T
+	arm         bool         // an arm64 file
+	raUndefined map[int]bool // arm64: the FDEs that declare x30 undefined
+	table       *Table
+	checked     int // addresses
+	rows        int // readelf's rows (the last at each address)
+	ambiguous   int // arm64 rows whose return address rule readelf's \"u\" does not tell
+	bad         int
+	first       []string
 }
 
 // check compares the table at addr with want; at a kind-2 address after
@@ -186,9 +218,19 @@ func (o *oracle) checkFDE(fd *readelfFDE, ci *readelfCIE) {
 		live = append(live, r)
 	}
 	for i, r := range live {
-		want := r.rule()
+		if r.ra == "u" && o.raUndefined[fd.off] {
+			// arm64: x30 in the register (a row before the FDE declares
+			// it undefined: _start's first instruction) or undefined;
+			// readelf prints "u" for both.
+			o.ambiguous++
+			continue
+		}
+		want := r.rule(o.arm, o.raUndefined[fd.off])
 		if ci != nil && strings.Contains(ci.aug, "S") {
 			want = Rule{Kind: KindUnknown} // signal frames are libgcc's
+		}
+		if raCol := map[bool]string{false: "16", true: "30"}[o.arm]; ci != nil && ci.ra != raCol {
+			want = Rule{Kind: KindUnknown} // not the ABI's return address column
 		}
 		next := fd.end
 		if i+1 < len(live) {
@@ -211,6 +253,7 @@ type readelfDump struct {
 
 type readelfCIE struct {
 	aug  string
+	ra   string // the return address column
 	rows []readelfRow
 }
 
@@ -233,7 +276,7 @@ var (
 	cieRE   = regexp.MustCompile(`^"([^"]*)" cf=(\d+) df=(-?\d+) ra=(\d+)`)
 	fdeRE   = regexp.MustCompile(`^cie=([0-9a-f]+) pc=([0-9a-f]+)\.\.([0-9a-f]+)`)
 	rowRE   = regexp.MustCompile(`^[0-9a-f]{16} `)
-	cfaRE   = regexp.MustCompile(`^(rsp|rbp)([+-]\d+)$`)
+	cfaRE   = regexp.MustCompile(`^(rsp|rbp|sp|x29)([+-]\d+)$`)
 	rbpRE   = regexp.MustCompile(`^c(-\d+)$`)
 )
 
@@ -287,10 +330,7 @@ func (d *readelfDump) entry(off int, kind, rest string) (*[]readelfRow, error) {
 		if m == nil {
 			return nil, fmt.Errorf("readelf: CIE line %q", rest)
 		}
-		if m[4] != "16" {
-			return nil, fmt.Errorf("readelf: CIE at %#x has return address column %s", off, m[4])
-		}
-		ci := &readelfCIE{aug: m[1]}
+		ci := &readelfCIE{aug: m[1], ra: m[4]}
 		d.cies[off] = ci
 		return &ci.rows, nil
 	}
@@ -326,7 +366,7 @@ func parseRow(line string, cols []string) (readelfRow, error) {
 	r := readelfRow{loc: loc, cfa: f[1], text: strings.Join(f, " ")}
 	for i, c := range cols[1:] {
 		switch c {
-		case "rbp":
+		case "rbp", "x29":
 			r.rbp = f[i+2]
 		case "ra":
 			r.ra = f[i+2]
@@ -335,14 +375,27 @@ func parseRow(line string, cols []string) (readelfRow, error) {
 	return r, nil
 }
 
-// rule is the table's rule for readelf's row, by docs/unwind-format.md.
-func (r readelfRow) rule() Rule {
+// rule is the table's rule for readelf's row, by docs/unwind-format.md:
+// of an arm64 file if arm (raUndefined: its FDE declares x30 undefined).
+func (r readelfRow) rule(arm, raUndefined bool) Rule {
 	unknown := Rule{Kind: KindUnknown}
-	switch r.ra {
-	case "u":
+	var raSlot uint8
+	raPaired := false // arm64: the return address just above the saved x29
+	switch {
+	case r.ra == "u" && (!arm || raUndefined):
 		return Rule{Kind: KindEnd}
-	case "c-8":
-	default: // not saved at CFA−8, or no rule at all
+	case r.ra == "c-8" && !arm:
+	case arm && strings.HasPrefix(r.ra, "c-"):
+		n, err := strconv.Atoi(r.ra[2:])
+		switch {
+		case err == nil && n > 0 && n%8 == 0 && n <= 8*maxRASlot:
+			raSlot = uint8(n / 8)
+		case err == nil && r.rbp == "c-"+strconv.Itoa(n+8):
+			raPaired = true
+		default:
+			return unknown
+		}
+	default: // not saved where the library reads it, or no rule at all
 		return unknown
 	}
 	m := cfaRE.FindStringSubmatch(r.cfa)
@@ -353,12 +406,15 @@ func (r readelfRow) rule() Rule {
 	if off < 0 || off > 0xffff {
 		return unknown
 	}
-	want := Rule{Kind: KindRSP, CFAOffset: uint16(off)}
-	if m[1] == "rbp" {
+	want := Rule{Kind: KindRSP, CFAOffset: uint16(off), RASlot: raSlot}
+	if m[1] == "rbp" || m[1] == "x29" {
 		want.Kind = KindRBP
 	}
 	switch r.rbp {
 	case "", "u", "s": // never saved (readelf's "u"), or the same value
+		if raPaired {
+			return unknown
+		}
 		return want
 	}
 	m = rbpRE.FindStringSubmatch(r.rbp)
@@ -412,4 +468,14 @@ func BenchmarkBuild(b *testing.B) {
 			b.ReportMetric(float64(binary.LittleEndian.Uint32(t[12:])), "rows")
 		})
 	}
+}
+
+// armRootDir is where make armroot keeps the arm64 root (scripts/debroot.sh).
+func armRootDir() string {
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "heaplens", "roots", "bookworm-arm64")
 }

@@ -40,11 +40,12 @@ func FDEs(f *elf.File) ([]FDE, error) {
 
 // AtEntry reports whether the frame at addr, in d's range, is as at a
 // function's entry: the CFA is rsp + 8 and nothing was pushed. A tail call
-// jumps only from there (the frame torn down), and only to there.
+// jumps only from there (the frame torn down), and only to there. x86-64
+// code only.
 func (d *FDE) AtEntry(addr uint64) bool {
 	entry := Rule{Kind: KindRSP, CFAOffset: 8}.Encode()
 	at := unknown
-	runFDE(&d.f, func(a uint64, r uint32) {
+	runFDE(&archAMD64, &d.f, func(a uint64, r uint32) {
 		if a <= addr {
 			at = r
 		}

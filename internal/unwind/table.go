@@ -37,21 +37,25 @@ const (
 type Rule struct {
 	Kind      uint8  // KindRSP, KindRBP, KindUnknown or KindEnd
 	CFAOffset uint16 // added to rsp (KindRSP) or rbp (KindRBP) to give the CFA
-	RBPSlot   uint8  // k: the caller's rbp is at CFA − 8k; 0: rbp is left as found
+	RBPSlot   uint8  // k: the caller's rbp (x29) is at CFA − 8k; 0: it is left as found
+	RASlot    uint8  // arm64: the return address is at CFA − 8·RASlot (1–63), or 0: at CFA − 8·(RBPSlot − 1); x86-64: 0 (CFA − 8)
 }
+
+// maxRASlot is the largest RASlot (bits 26–31).
+const maxRASlot = 63
 
 // unknown is the encoded rule of kind 2, which carries no offset and no slot.
 var unknown = Rule{Kind: KindUnknown}.Encode()
 
-// Encode returns r as a rule word. A Kind above 3 spills into bits 26–31,
-// which Parse rejects: Kind must be one of the constants.
+// Encode returns r as a rule word. A Kind above 3 spills into RASlot's
+// bits: Kind must be one of the constants, RASlot at most 63.
 func (r Rule) Encode() uint32 {
-	return uint32(r.CFAOffset) | uint32(r.RBPSlot)<<16 | uint32(r.Kind)<<24
+	return uint32(r.CFAOffset) | uint32(r.RBPSlot)<<16 | uint32(r.Kind)<<24 | uint32(r.RASlot)<<26
 }
 
 // DecodeRule splits a rule word into its fields; DecodeRule(r.Encode()) == r.
 func DecodeRule(w uint32) Rule {
-	return Rule{Kind: uint8(w >> 24), CFAOffset: uint16(w), RBPSlot: uint8(w >> 16)}
+	return Rule{Kind: uint8(w >> 24 & 3), CFAOffset: uint16(w), RBPSlot: uint8(w >> 16), RASlot: uint8(w >> 26)}
 }
 
 // Table is a parsed, validated table file.
@@ -119,8 +123,8 @@ func Parse(b []byte) (*Table, error) {
 		if i > 0 && t.Addr[i] <= t.Addr[i-1] {
 			return nil, fmt.Errorf("unwind: table: row %d at %#x does not follow row %d at %#x", i, t.Addr[i], i-1, t.Addr[i-1])
 		}
-		if t.Rule[i]>>26 != 0 {
-			return nil, fmt.Errorf("unwind: table: row %d: rule %#x has bits 26-31 set", i, t.Rule[i])
+		if r := DecodeRule(t.Rule[i]); r.RASlot != 0 && r.Kind >= KindUnknown {
+			return nil, fmt.Errorf("unwind: table: row %d: rule %#x of kind %d has bits 26-31 set", i, t.Rule[i], r.Kind)
 		}
 	}
 	if k := DecodeRule(t.Rule[rows-1]).Kind; k != KindUnknown {

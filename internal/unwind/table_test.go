@@ -117,7 +117,7 @@ func TestParseRejects(t *testing.T) {
 		{"first row above 0", func(b []byte) []byte { le.PutUint32(addr(b, 0), 1); return b }},
 		{"addresses equal", func(b []byte) []byte { copy(addr(b, 5), addr(b, 4)[:4]); return b }},
 		{"addresses decreasing", func(b []byte) []byte { le.PutUint32(addr(b, rows-1), 1); return b }},
-		{"rule bit 26", func(b []byte) []byte { rule(b, 3)[3] |= 1 << 2; return b }},
+		{"rule bit 26 in a row of kind 2", func(b []byte) []byte { rule(b, rows-1)[3] |= 1 << 2; return b }},
 		{"rule bit 31", func(b []byte) []byte { rule(b, rows-1)[3] |= 0x80; return b }},
 		{"last row of kind 0", func(b []byte) []byte { le.PutUint32(rule(b, rows-1), 8); return b }},
 		{"last row of kind 3", func(b []byte) []byte { le.PutUint32(rule(b, rows-1), 3<<24); return b }},

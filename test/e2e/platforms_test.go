@@ -30,9 +30,17 @@ func oldGlibc(t *testing.T) (where, bool) {
 	if !ok {
 		return where{}, false
 	}
-	wheels, _ := filepath.Glob(filepath.Join(testenv.Root, "dist", "heaplens-*-py3-none-*manylinux_2_17_x86_64.whl"))
+	return fromWheel(t, r, "x86_64"), true
+}
+
+// fromWheel installs the wheel for arch (x86_64, aarch64) into a venv of the
+// root r with pip, as a user would (no network, no dependencies), and
+// returns where heaplens runs from it.
+func fromWheel(t *testing.T, r testenv.Chroot, arch string) where {
+	t.Helper()
+	wheels, _ := filepath.Glob(filepath.Join(testenv.Root, "dist", "heaplens-*-py3-none-*manylinux_2_17_"+arch+".whl"))
 	if len(wheels) != 1 {
-		t.Fatalf("want one manylinux_2_17 wheel in dist/, found %v: run make wheel (make test does)", wheels)
+		t.Fatalf("want one manylinux_2_17_%s wheel in dist/, found %v: run make wheel (make test does)", arch, wheels)
 	}
 	host, inside := r.TempDir(t)
 	w := where{root: &r, host: host, inside: inside}
@@ -45,16 +53,20 @@ func oldGlibc(t *testing.T) (where, bool) {
 		t.Fatal(err)
 	}
 	venv := filepath.Join(inside, "venv")
+	limit := 3 * time.Minute
+	if arch != "x86_64" {
+		limit = 15 * time.Minute // ensurepip under qemu-user: 2 minutes on a loaded machine, more when busier
+	}
 	for _, argv := range [][]string{
 		{"python3", "-m", "venv", venv},
 		{venv + "/bin/pip", "install", "-q", "--disable-pip-version-check", "--no-deps", "--no-index", filepath.Join(inside, whl)},
 	} {
-		if res := w.run(t, 3*time.Minute, nil, argv...); res.code != 0 {
+		if res := w.run(t, limit, nil, argv...); res.code != 0 {
 			t.Fatalf("%v: exit %d\n%s%s", argv, res.code, res.stdout, res.stderr)
 		}
 	}
 	w.bin = venv + "/bin/heaplens"
-	return w, true
+	return w
 }
 
 // cc compiles a workload inside the root with compiler and flags.
@@ -77,65 +89,79 @@ func TestOldGlibcProfiles(t *testing.T) {
 	if !ok {
 		return
 	}
-	t.Run("native-rate1", func(t *testing.T) {
-		bin := w.cc(t, "gcc", "leaky.c", "leaky", "-fomit-frame-pointer")
-		capPath, capArg := w.file("leaky.hlc")
-		res := w.heaplens(t, 5*time.Minute, nil, "run", "-q", "-o", capArg, "--rate", "1", "--ring-size", "256MiB", "--", bin)
-		if res.code != 0 {
-			t.Fatalf("exit %d\n%s", res.code, res.stderr)
-		}
-		leaks, allocs := report(t, capPath, "leaks"), report(t, capPath, "allocs")
-		for _, c := range []struct {
-			what      string
-			got, want float64
-		}{
-			{"keep_small leaked", leaks.site("keep_small"), leakyThreads * smallN * smallSz},
-			{"keep_large leaked", leaks.site("keep_large"), leakyThreads * largeN * largeSz},
-			{"churn allocated", allocs.site("churn"), leakyThreads * churnN * churnSz},
-			{"churn leaked", leaks.site("churn"), 0},
-			{"grow allocated", allocs.site("grow"), leakyThreads * 4096 * (1<<11 - 1)},
-		} {
-			if c.got != c.want {
-				t.Errorf("%s: %.0f bytes, want exactly %.0f", c.what, c.got, c.want)
-			}
-		}
-	})
-	t.Run("fork-child", func(t *testing.T) {
-		bin := w.cc(t, "gcc", "killme.c", "killme")
-		capPath, capArg := w.file("killme.hlc")
-		res := w.heaplens(t, time.Minute, nil, "run", "-q", "-o", capArg, "--rate", "1", "--", bin, "child")
-		if res.code != 0 {
-			t.Fatalf("exit %d\n%s", res.code, res.stderr)
-		}
-		c := load(t, capPath)
-		leaks := heap.Leaks(c, heap.Options{})
-		found := false
-		for _, p := range c.Processes {
-			if got := streamSite(c, leaks, p.Stream, "", 0, "hold"); got > 0 {
-				found = true
-				if p.PID == c.Processes[0].PID || got != 100*65536 {
-					t.Errorf("pid %d (first pid %d) holds %.0f bytes in hold(), want exactly %d in the forked child", p.PID, c.Processes[0].PID, got, 100*65536)
-				}
-			}
-		}
-		if !found {
-			t.Errorf("no process holds the blocks of hold(): the forked child was not profiled")
-		}
-	})
+	t.Run("native-rate1", func(t *testing.T) { checkLeakyExact(t, w) })
+	t.Run("fork-child", func(t *testing.T) { checkForkChild(t, w) })
 	rates := []uint64{64 << 10}
 	if *platformsFull {
 		rates = append(rates, 1)
 	}
+	checkPysites(t, w, "/usr/bin/python3.9", rates...)
+}
+
+// checkPysites runs pysites.py with python where w says, at each rate.
+func checkPysites(t *testing.T, w where, python string, rates ...uint64) {
 	sites := siteLines(t, filepath.Join(root, "test", "workloads", "pysites.py"))
 	for _, rate := range rates {
-		t.Run("python3.9/rate="+strconv.FormatUint(rate, 10), func(t *testing.T) {
+		t.Run(filepath.Base(python)+"/rate="+strconv.FormatUint(rate, 10), func(t *testing.T) {
 			script := w.workload(t, "pysites.py")
-			command := []string{"/usr/bin/python3.9", script}
+			command := []string{python, script}
 			if rate == 1 {
 				command = append(command, "nodeep") // as TestPythonNewSites: the deep recursion is checked at 64 KiB
 			}
 			testPythonSites(t, w, []string{"PYTHONHASHSEED=0"}, command, script, sites, rate, false, 1)
 		})
+	}
+}
+
+// checkLeakyExact builds leaky.c where w says and checks its native sites
+// exact at --rate 1: every byte at its function, through frames without a
+// frame pointer.
+func checkLeakyExact(t *testing.T, w where) {
+	bin := w.cc(t, "gcc", "leaky.c", "leaky", "-fomit-frame-pointer")
+	capPath, capArg := w.file("leaky.hlc")
+	res := w.heaplens(t, 5*time.Minute, nil, "run", "-q", "-o", capArg, "--rate", "1", "--ring-size", "256MiB", "--", bin)
+	if res.code != 0 {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	leaks, allocs := report(t, capPath, "leaks"), report(t, capPath, "allocs")
+	for _, c := range []struct {
+		what      string
+		got, want float64
+	}{
+		{"keep_small leaked", leaks.site("keep_small"), leakyThreads * smallN * smallSz},
+		{"keep_large leaked", leaks.site("keep_large"), leakyThreads * largeN * largeSz},
+		{"churn allocated", allocs.site("churn"), leakyThreads * churnN * churnSz},
+		{"churn leaked", leaks.site("churn"), 0},
+		{"grow allocated", allocs.site("grow"), leakyThreads * 4096 * (1<<11 - 1)},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %.0f bytes, want exactly %.0f", c.what, c.got, c.want)
+		}
+	}
+}
+
+// checkForkChild checks, where w says, that a forked child's blocks are
+// exact in its own stream at --rate 1.
+func checkForkChild(t *testing.T, w where) {
+	bin := w.cc(t, "gcc", "killme.c", "killme")
+	capPath, capArg := w.file("killme.hlc")
+	res := w.heaplens(t, time.Minute, nil, "run", "-q", "-o", capArg, "--rate", "1", "--", bin, "child")
+	if res.code != 0 {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	c := load(t, capPath)
+	leaks := heap.Leaks(c, heap.Options{})
+	found := false
+	for _, p := range c.Processes {
+		if got := streamSite(c, leaks, p.Stream, "", 0, "hold"); got > 0 {
+			found = true
+			if p.PID == c.Processes[0].PID || got != 100*65536 {
+				t.Errorf("pid %d (first pid %d) holds %.0f bytes in hold(), want exactly %d in the forked child", p.PID, c.Processes[0].PID, got, 100*65536)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no process holds the blocks of hold(): the forked child was not profiled")
 	}
 }
 

@@ -31,6 +31,14 @@ func OldRoot(t testing.TB) (Chroot, bool) {
 	return cachedRoot(t, "bullseye", "make oldroot", "older-glibc (2.31) tests")
 }
 
+// ARMRoot returns the Debian 12 arm64 root (glibc 2.36, python3.11, gcc
+// with libgomp), whose programs run through qemu-user, failing t loudly
+// when it is missing or cannot be entered.
+func ARMRoot(t testing.TB) (Chroot, bool) {
+	t.Helper()
+	return cachedRoot(t, "bookworm-arm64", "make armroot", "arm64 tests")
+}
+
 func cachedRoot(t testing.TB, name, target, what string) (Chroot, bool) {
 	t.Helper()
 	cache := os.Getenv("XDG_CACHE_HOME")
