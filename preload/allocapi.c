@@ -324,7 +324,7 @@ static void route(uintptr_t slot, void *w, uintptr_t relro_lo, uintptr_t relro_h
  */
 void allocapi_patch(const struct dl_phdr_info *info)
 {
-	if (!any || RELAXED(g.sandboxed)) /* under a seccomp filter: no mprotect (seccomp.c) */
+	if (!any || NO_NEW_CALLS()) /* under a seccomp filter: no mprotect (seccomp.c) */
 		return;
 	const ElfW(Dyn) *dyn = NULL;
 	uintptr_t lo = UINTPTR_MAX, hi = 0, relro_lo = 0, relro_hi = 0;

@@ -88,6 +88,10 @@ static void take_settings(void)
 	g.follow = !(flags & HL_CTL_NO_FOLLOW);
 	SET_RELAXED(heartbeat, (flags & HL_CTL_HEARTBEAT) != 0);
 	SET_RELAXED(g.no_python, (flags & HL_CTL_NO_PYTHON) != 0);
+	if (flags & HL_CTL_SANDBOXED) { /* for good: a filter never comes off; no unwind table to map (core.h, NO_NEW_CALLS) */
+		SET_RELAXED(g.sandboxed, 1);
+		modules_drop_tables();
+	}
 	memcpy(dir, CTL.dir, sizeof dir);
 	dir[sizeof dir - 1] = 0;
 	g.dir = dir[0] == '/' && strlen(dir) <= MAX_DIR ? dir : NULL;

@@ -54,7 +54,7 @@ static inline uint64_t home_of(uint32_t bits, const void *p)
 /* A new level, four times the last: one thread maps it, the others find no room meanwhile. */
 static int grow(struct blockset *s, uint32_t had)
 {
-	if (had >= BLOCKSET_LEVELS || RELAXED(g.sandboxed) || __atomic_exchange_n(&s->growing, 1, __ATOMIC_ACQUIRE))
+	if (had >= BLOCKSET_LEVELS || NO_NEW_CALLS() || __atomic_exchange_n(&s->growing, 1, __ATOMIC_ACQUIRE))
 		return 0; /* under a seccomp filter, no new system call (seccomp.c) */
 	int done = 0;
 	if (__atomic_load_n(&s->levels, __ATOMIC_ACQUIRE) == had) {

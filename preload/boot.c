@@ -314,7 +314,7 @@ void hl_atfork_child(void)
 	struct hl_ring_header *parent = g.ring;
 	if (!parent)
 		return;
-	if (RELAXED(g.sandboxed)) { /* under a seccomp filter: no ring, not even munmap (seccomp.c) */
+	if (NO_NEW_CALLS()) { /* under a seccomp filter: no ring, not even munmap (seccomp.c) */
 		g.ring = NULL;
 		g.active = 0;
 		tls.remaining = IDLE_GAP, tls.owed = 0;

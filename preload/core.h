@@ -191,10 +191,23 @@ struct hl_global {
 };
 extern struct hl_global g;
 
+/*
+ * Under a seccomp filter the preloaded library makes no new system call
+ * (seccomp.c). The attached library may make those the agent checked the
+ * filter allows (internal/seccomp's Needed, docs/attach.md): there
+ * g.sandboxed stops only the calls not on that list (getrusage at exit,
+ * the unwind tables' mapping), and these gates are the preloaded one's.
+ */
+#ifdef HEAPLENS_ATTACH
+#define NO_NEW_CALLS() 0
+#else
+#define NO_NEW_CALLS() RELAXED(g.sandboxed)
+#endif
+
 /* 0 for a thread that first asks under a seccomp filter: no new system call then (seccomp.c). */
 static inline uint32_t tid(void)
 {
-	if (unlikely(!tls.tid) && !RELAXED(g.sandboxed))
+	if (unlikely(!tls.tid) && !NO_NEW_CALLS())
 		tls.tid = (uint32_t)syscall(SYS_gettid);
 	return tls.tid;
 }

@@ -191,6 +191,7 @@ enum hl_func {
 #define HL_CTL_NO_PYTHON 1u /* no Python frames or PyMem hooks in this session */
 #define HL_CTL_NO_FOLLOW 2u /* fork children of the process are not profiled */
 #define HL_CTL_HEARTBEAT 4u /* the agent is not in the process's PID namespace: alive_ns, not kill(agent_pid), says it lives */
+#define HL_CTL_SANDBOXED 8u /* the process runs under a seccomp filter the agent checked (docs/attach.md) */
 
 struct hl_control {
 	uint64_t magic;

@@ -201,3 +201,12 @@ int module_range(uintptr_t pc, uintptr_t *lo, uintptr_t *hi)
 
 int hl_active(void) { return RELAXED(g.active); }
 uint64_t hl_rate(void) { return g.rate; }
+
+/* A seccomp filter is in force: the modules not yet given a table get none (libgcc's unwinder instead). */
+void modules_drop_tables(void)
+{
+	for (uint32_t i = 0; i < __atomic_load_n(&g.nmod, __ATOMIC_ACQUIRE); i++) {
+		uint32_t st = TAB_NEW;
+		__atomic_compare_exchange_n(&g.mod[i].tab_state, &st, TAB_NONE, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+	}
+}

@@ -15,6 +15,7 @@ void scan_modules(void);
 int covered(uintptr_t pc, uint32_t *hint);
 int new_module(uintptr_t pc);
 int module_range(uintptr_t pc, uintptr_t *lo, uintptr_t *hi);
+void modules_drop_tables(void); /* no unwind table is mapped from now on (a seccomp filter) */
 
 #pragma GCC visibility pop
 

@@ -46,7 +46,7 @@ static uint64_t resident_bytes(uint64_t addr, uint64_t size, uint64_t page, uint
 void resident_report(void)
 {
 	struct hl_ring_header *h = ring_now();
-	if (!h || RELAXED(g.sandboxed)) /* mincore: no new system call under a seccomp filter (seccomp.c) */
+	if (!h || NO_NEW_CALLS()) /* mincore: no new system call under a seccomp filter (seccomp.c) */
 		return;
 	uint32_t n = __atomic_load_n(&h->resident_count, __ATOMIC_ACQUIRE);
 	if (n > HL_RESIDENT_BLOCKS)
@@ -94,7 +94,7 @@ long read_small_file(const char *path, char *buf, size_t cap)
 void rss_mark(void)
 {
 	struct hl_ring_header *h = ring_now();
-	if (!h || RELAXED(g.sandboxed))
+	if (!h || NO_NEW_CALLS())
 		return;
 	char buf[128];
 	long n = read_small_file("/proc/self/statm", buf, sizeof buf - 1);

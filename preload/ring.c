@@ -76,7 +76,7 @@ static int extend(struct hl_ring_header *h, uint64_t b, uint64_t to)
 static COLD uint64_t grow(struct hl_ring_header *h, uint64_t need)
 {
 	uint64_t b = __atomic_load_n(&h->backed, __ATOMIC_ACQUIRE), to = b;
-	if (RELAXED(g.stopped) || RELAXED(g.sandboxed) || (need <= b && RELAXED(g.growing)))
+	if (RELAXED(g.stopped) || NO_NEW_CALLS() || (need <= b && RELAXED(g.growing)))
 		return b;
 	if (__atomic_exchange_n(&g.growing, 1, __ATOMIC_ACQUIRE)) {
 		uint64_t want = (need + FIRST_CHUNK - 1) & ~(uint64_t)(FIRST_CHUNK - 1);

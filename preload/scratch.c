@@ -45,7 +45,7 @@ COLD struct scratch *scratch_get(void)
 {
 	if (likely(tls.scratch != NULL))
 		return tls.scratch;
-	if (tls.scratch_gone || RELAXED(g.sandboxed) || !key_ready()) /* no new system call under a seccomp filter */
+	if (tls.scratch_gone || NO_NEW_CALLS() || !key_ready()) /* no new system call under a seccomp filter */
 		return NULL;
 	void *m = (void *)syscall(SYS_mmap, NULL, sizeof(struct scratch), PROT_READ | PROT_WRITE,
 				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

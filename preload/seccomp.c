@@ -26,6 +26,7 @@
 #include <sys/syscall.h>
 
 #include "core.h"
+#include "modules.h"
 #include "ring.h"
 #include "scratch.h"
 #include "seccomp.h"
@@ -169,10 +170,7 @@ static void sandbox_enter(void)
 		return;
 	}
 	seccomp_leave_preload();
-	for (uint32_t i = 0; i < __atomic_load_n(&g.nmod, __ATOMIC_ACQUIRE); i++) {
-		uint32_t st = TAB_NEW;
-		__atomic_compare_exchange_n(&g.mod[i].tab_state, &st, TAB_NONE, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
-	}
+	modules_drop_tables();
 	ring_back_all();
 	tls.busy--;
 	errno = saved;

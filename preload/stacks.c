@@ -148,7 +148,7 @@ static void own_stack(uintptr_t sp)
  */
 COLD int stack_elsewhere(uintptr_t sp, struct stack_region *r)
 {
-	if (RELAXED(g.sandboxed)) /* no new system call under a seccomp filter (seccomp.c) */
+	if (NO_NEW_CALLS()) /* no new system call under a seccomp filter (seccomp.c) */
 		return 0;
 	if (!tls.stack.hi) {
 		own_stack(sp);

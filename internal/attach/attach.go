@@ -43,6 +43,9 @@ type Settings struct {
 	// Copy, if set, is heaplens's own copy of the library, read when the
 	// process's file cannot be (placed in a container and removed).
 	Copy string
+	// Sandboxed: the process runs under seccomp filters (Start checks them
+	// and sets it), and the library makes only the calls they allow.
+	Sandboxed bool
 }
 
 // Session is one attach session: in the process attached to and in the
@@ -81,8 +84,13 @@ func Start(pid int, lib string, set Settings, slow func(string)) (*Session, erro
 	if err != nil {
 		return nil, err
 	}
-	if mod == nil {
-		if s.Inject, err = inject.Load(pid, lib, slow); err != nil {
+	set.Sandboxed = filtered(pid)
+	if mod != nil {
+		if err := checkLoaded(pid, set.Sandboxed); err != nil {
+			return nil, err
+		}
+	} else {
+		if s.Inject, err = inject.Load(pid, lib, slow, sandboxCheck(pid, set.Sandboxed)); err != nil {
 			return nil, err
 		}
 		if mod, err = findLibrary(pid, lib); err == nil && mod == nil {
@@ -426,6 +434,9 @@ func writeSettings(mem *procmaps.Mem, ctl uint64, set Settings) error {
 	}
 	if set.Heartbeat {
 		flags |= ring.CtlHeartbeat
+	}
+	if set.Sandboxed {
+		flags |= ring.CtlSandboxed
 	}
 	le.PutUint64(b[ring.CtlFlags-ring.CtlAgentPID:], flags)
 	if err := mem.WriteAt(b, ctl+ring.CtlAgentPID); err != nil {

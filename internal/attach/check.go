@@ -43,8 +43,8 @@ func Check(pid int) error {
 	if t := st["TracerPid"]; t != "" && t != "0" {
 		return fmt.Errorf("process %d is being traced by process %s (a debugger?): heaplens attach needs ptrace too", pid, t)
 	}
-	if st["Seccomp"] == "2" {
-		return fmt.Errorf("process %d runs under a seccomp filter: loading a library makes system calls (openat, mmap, mprotect) the filter may refuse or kill it for; not attaching", pid)
+	if st["Seccomp"] == "1" {
+		return fmt.Errorf("process %d runs in seccomp's strict mode (read, write, exit and sigreturn only): heaplens attach cannot load a library into it", pid)
 	}
 	if err := checkPtraceAllowed(pid, st); err != nil {
 		return err
@@ -97,9 +97,23 @@ func Running(pid int) bool {
 }
 
 func readStatus(pid int) (map[string]string, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	st, err := readStatusFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return nil, fmt.Errorf("no process %d", pid)
+	}
+	return st, nil
+}
+
+// filtered reports whether pid runs under seccomp filters (checkSeccomp).
+func filtered(pid int) bool {
+	st, err := readStatus(pid)
+	return err == nil && st["Seccomp"] == "2"
+}
+
+func readStatusFile(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	out := map[string]string{}

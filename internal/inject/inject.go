@@ -43,8 +43,10 @@ var ErrNoThread = errors.New("no thread of the process is in a state where the l
 
 // Load makes pid load lib with dlopen(lib, RTLD_NOW | RTLD_LOCAL). slow is
 // told when dlopen takes longer than a few seconds (it may wait for a lock
-// another thread of the process holds).
-func Load(pid int, lib string, slow func(string)) (*Result, error) {
+// another thread of the process holds). check, if not nil, runs while the
+// chosen thread is stopped, before anything in the process changes: its
+// error leaves the process as it was.
+func Load(pid int, lib string, slow func(string), check func(tid int) error) (*Result, error) {
 	maps, err := procmaps.Read(pid)
 	if err != nil {
 		return nil, fmt.Errorf("inject: %w", err)
@@ -62,6 +64,11 @@ func Load(pid int, lib string, slow func(string)) (*Result, error) {
 	res := &Result{TID: th.tid, Looked: looked}
 	defer func() { res.Pause = time.Since(th.since) }()
 	defer th.release()
+	if check != nil {
+		if err := check(th.tid); err != nil {
+			return nil, err
+		}
+	}
 	// dlopen may set the thread's errno, which the program may read after its system call.
 	errnoAt, err := th.call(fn.errnoLocation, slow)
 	if err != nil {
@@ -285,6 +292,19 @@ func (t *thread) kind(unsafeCode [][2]uint64) int {
 }
 
 func (t *thread) detach() { unix.PtraceDetach(t.tid) }
+
+// Stopped runs fn while thread tid is stopped by ptrace, from the thread
+// that stopped it (as ptrace requests must come), then lets it go.
+func Stopped(tid int, fn func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	th, err := stop(tid)
+	if err != nil {
+		return fmt.Errorf("inject: stopping thread %d: %w", tid, err)
+	}
+	defer th.detach()
+	return fn()
+}
 
 // release puts the registers back (an interrupted system call restarts
 // from them) and lets the thread go.

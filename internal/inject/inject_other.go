@@ -13,4 +13,9 @@ type Result struct {
 }
 
 // Load fails with ErrArch.
-func Load(pid int, lib string, slow func(string)) (*Result, error) { return nil, ErrArch }
+func Load(pid int, lib string, slow func(string), check func(tid int) error) (*Result, error) {
+	return nil, ErrArch
+}
+
+// Stopped fails with ErrArch.
+func Stopped(tid int, fn func() error) error { return ErrArch }

@@ -36,4 +36,7 @@ const (
 	// CtlHeartbeat: the agent is not in the process's PID namespace, so
 	// kill(agent_pid, 0) cannot tell whether it lives; CtlAlive does.
 	CtlHeartbeat = 4
+	// CtlSandboxed: the process runs under a seccomp filter, which the agent
+	// checked allows the calls of internal/seccomp.Needed (docs/attach.md).
+	CtlSandboxed = 8
 )

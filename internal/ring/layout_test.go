@@ -75,7 +75,7 @@ func TestLayoutMatchesC(t *testing.T) {
 		"sizeof(((struct hl_ring_header *)0)->allocator)": maxAllocator,
 		"HL_CONTROL_MAGIC":                                ControlMagic, "HL_CONTROL_VERSION": ControlVersion,
 		"HL_CONTROL_HOOKS": ControlHooks, "HL_CONTROL_NAME": ControlNameSize, "HL_CONTROL_DIR": ControlDirSize,
-		"HL_CTL_NO_PYTHON": CtlNoPython, "HL_CTL_NO_FOLLOW": CtlNoFollow,
+		"HL_CTL_NO_PYTHON": CtlNoPython, "HL_CTL_NO_FOLLOW": CtlNoFollow, "HL_CTL_HEARTBEAT": CtlHeartbeat, "HL_CTL_SANDBOXED": CtlSandboxed,
 		"sizeof(struct hl_control)":          ControlSize,
 		"offsetof(struct hl_control, magic)": CtlMagic, "offsetof(struct hl_control, version)": CtlVersion,
 		"offsetof(struct hl_control, nhooks)": CtlNHooks, "offsetof(struct hl_control, start)": CtlStart,
