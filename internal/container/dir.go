@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -187,22 +188,38 @@ func (t *Target) checkParent(parent string, fd int, exec bool) error {
 
 // Remove deletes the directory and what is in it (files only: heaplens
 // makes no directories in it), and closes its descriptors.
+// removeTries bounds the rounds of Remove: a fork storm adds a ring file
+// now and then, not for ever (the directory is gone once removed, so a
+// child that comes later finds none to write into).
+const removeTries = 100
+
 func (d *Dir) Remove() error {
 	if d.parent < 0 {
 		return nil
 	}
 	var errs []error
-	if d.fd >= 0 {
-		if ents, err := os.ReadDir(fmt.Sprintf("/proc/self/fd/%d", d.fd)); err == nil {
-			for _, e := range ents {
-				if err := unix.Unlinkat(d.fd, e.Name(), 0); err != nil && !errors.Is(err, unix.ENOENT) {
-					errs = append(errs, fmt.Errorf("%s/%s: %w", d.Inside, e.Name(), err))
+	// A process forked as the session ends may put its ring file in the
+	// directory after it was read: read it again until it is gone.
+	for try := 0; try < removeTries; try++ {
+		errs = errs[:0]
+		if d.fd >= 0 {
+			if ents, err := os.ReadDir(fmt.Sprintf("/proc/self/fd/%d", d.fd)); err == nil {
+				for _, e := range ents {
+					if err := unix.Unlinkat(d.fd, e.Name(), 0); err != nil && !errors.Is(err, unix.ENOENT) {
+						errs = append(errs, fmt.Errorf("%s/%s: %w", d.Inside, e.Name(), err))
+					}
 				}
 			}
 		}
-	}
-	if err := unix.Unlinkat(d.parent, d.name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+		err := unix.Unlinkat(d.parent, d.name, unix.AT_REMOVEDIR)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			break
+		}
 		errs = append(errs, fmt.Errorf("%s: %w", d.Inside, err))
+		if !errors.Is(err, unix.ENOTEMPTY) {
+			break
+		}
+		time.Sleep(time.Millisecond)
 	}
 	d.close()
 	return errors.Join(errs...)

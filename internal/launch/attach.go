@@ -85,7 +85,7 @@ func Attach(o AttachOptions) (*AttachResult, error) {
 		if dir, err = sessionDir(); err != nil {
 			return nil, err
 		}
-		defer os.RemoveAll(dir)
+		defer removeSessionDir(dir)
 		inside = dir
 	} else {
 		if libDir, lib, err = placeLibrary(tg, o.Library); err != nil {

@@ -138,7 +138,7 @@ func Run(o Options) (*Result, error) {
 	if err != nil {
 		return &Result{ExitCode: 1}, err
 	}
-	defer os.RemoveAll(dir)
+	defer removeSessionDir(dir)
 
 	cmd := command(o, path)
 	cmd.Env = profiledEnv(os.Environ(), preloadEntry(lib), dir, o)
@@ -400,6 +400,19 @@ func wait(cmd *exec.Cmd, signals chan os.Signal) *Result {
 // sessionDir creates the private directory of the rings (0700: a child
 // that switches user cannot create its ring there, and its library stays
 // inactive). Its parent is checked as the library's is.
+// removeSessionDir deletes a session directory and the rings in it. A
+// process forked as the session ends may add a ring file after RemoveAll
+// read the directory, so it tries again while the directory stays; once
+// gone, a later child finds none to write into.
+func removeSessionDir(dir string) {
+	for try := 0; try < 100; try++ {
+		if os.RemoveAll(dir) == nil {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func sessionDir() (string, error) {
 	base := "/dev/shm"
 	if st, err := os.Stat(base); err != nil || !st.IsDir() {
