@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,7 +12,6 @@ import (
 	"github.com/heaplens/heaplens/internal/elfmod"
 	"github.com/heaplens/heaplens/internal/procmaps"
 	"github.com/heaplens/heaplens/internal/ring"
-	"github.com/heaplens/heaplens/test/testenv"
 )
 
 // TestAttachWindowHeld: a session's window holds every allocation made in
@@ -23,23 +21,25 @@ import (
 // once, so any routing done after the start would leave malloc's blocks
 // of the held time unrecorded inside the window (4 of the 512 KiB leaks,
 // beyond checkLeakFound's tolerance of one). On Debian's static
-// python3 and on a pyenv CPython with libpython shared.
+// python3, on a pyenv CPython with libpython shared and on the sid root's
+// 3.15 (heaplens inside the root).
 func TestAttachWindowHeld(t *testing.T) {
-	for _, py := range testenv.Pythons(t) {
-		if py.Name != "debian-python3" && py.Name != "pyenv-3.13" {
+	for _, py := range everyPython(t) {
+		if py.name != "debian-python3" && py.name != "pyenv-3.13" && py.name != "sid-3.15" {
 			continue
 		}
-		t.Run(py.Name, func(t *testing.T) {
+		t.Run(py.name, func(t *testing.T) {
 			t.Parallel()
-			w := onHost(t)
-			bare, tg := twinsWhere(t, w, py.Path, w.workload(t, "pyserver.py"), "10")
-			attachSessions(t, w.host, tg, 1, 500*time.Millisecond, "512KiB")
+			w := py.where(t)
+			bare, tg := twinsWhere(t, w, py.path, w.workload(t, "pyserver.py"), "10")
+			attachSessionsWhere(t, w, tg, 1, 500*time.Millisecond, "512KiB")
 			epoch := controlWord(t, tg.pid(), ring.CtlEpoch)
 			const hold = 400 * time.Millisecond
 			for i := 0; i < 2; i++ {
-				capPath := filepath.Join(w.host, fmt.Sprintf("held-%d.hlc", i))
-				heldSession(t, epoch, hold, heaplensBin(t), "attach", strconv.Itoa(tg.pid()),
-					"--rate", "1", "--seed", strconv.Itoa(i+1), "-o", capPath, "-q")
+				capPath, capArg := w.file(fmt.Sprintf("held-%d.hlc", i))
+				argv := append(w.attacher(tg.pid()), "attach", strconv.Itoa(tg.pid()),
+					"--rate", "1", "--seed", strconv.Itoa(i+1), "-o", capArg, "-q")
+				heldSession(t, epoch, hold, argv...)
 				if from, until := attachWindow(t, capPath, tg.pid()); until-from < int64(hold+200*time.Millisecond) {
 					t.Fatalf("%s: a %.3f s window: heaplens was not held inside it, the test proves nothing", capPath, float64(until-from)/1e9)
 				}
@@ -50,7 +50,8 @@ func TestAttachWindowHeld(t *testing.T) {
 	}
 }
 
-// heldSession runs heaplens attach (argv), stops it for hold as soon as
+// heldSession runs heaplens attach (argv; nsenter and chroot exec it in
+// the same process), stops it for hold as soon as
 // epoch (the target's control block word) rises, lets it run 300 ms more
 // and ends the session with SIGINT.
 func heldSession(t *testing.T, epoch func() uint64, hold time.Duration, argv ...string) {
