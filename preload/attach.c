@@ -114,6 +114,14 @@ static void begin_session(uint64_t session)
 	py_new_ring();
 	next_agent_check = now_ns(CLOCK_MONOTONIC) + 1000000000;
 	SET_RELAXED(g.active, 1);
+	/*
+	 * The window opens now, not at the ring's creation: until this switch
+	 * ends the other threads' calls went unsampled (attach_poll). The agent
+	 * reads the start once INIT_DONE is set (docs/ring-format.md).
+	 */
+	int64_t mono = now_ns(CLOCK_MONOTONIC);
+	g.ring->start_real_ns += mono - g.ring->start_mono_ns;
+	g.ring->start_mono_ns = mono;
 	__atomic_fetch_or(&g.ring->flags, HL_FLAG_INIT_DONE, __ATOMIC_RELEASE);
 	__atomic_store_n(&CTL.session, session, __ATOMIC_RELEASE);
 }
@@ -125,14 +133,15 @@ static void begin_session(uint64_t session)
  * memory goes back to the system once the agent deletes the file, and a
  * late write lands in memory nobody reads. No new record is begun once
  * g.active is 0 (record_free checks). With the agent gone, the library
- * deletes the file.
+ * deletes the file. at: when the switch began, from which the other
+ * threads' calls went unsampled: the window's end.
  */
-static void end_session(uint64_t session, int orphaned)
+static void end_session(uint64_t session, int orphaned, int64_t at)
 {
 	SET_RELAXED(g.active, 0);
 	struct hl_ring_header *h = g.ring;
 	if (h) {
-		h->detached_mono_ns = now_ns(CLOCK_MONOTONIC);
+		h->detached_mono_ns = at;
 		__atomic_fetch_or(&h->flags, HL_FLAG_DETACHED, __ATOMIC_RELEASE);
 		if (orphaned && g.dir)
 			ring_remove(h);
@@ -173,10 +182,11 @@ int attach_poll(uint64_t *session)
 	if (__atomic_exchange_n(&switching, 1, __ATOMIC_ACQUIRE))
 		return 0;
 	int saved = errno;
+	int64_t at = now_ns(CLOCK_MONOTONIC);
 	struct countdown cd = pause_sampling();
 	cur = RELAXED(CTL.session);
 	if (cur && (RELAXED(CTL.stop) == cur || start > cur || orphaned))
-		end_session(cur, orphaned);
+		end_session(cur, orphaned, at);
 	if (!RELAXED(CTL.session) && start > RELAXED(CTL.ended)) {
 		if (RELAXED(CTL.stop) == start) /* stopped before it began */
 			SET_RELAXED(CTL.ended, start);

@@ -45,7 +45,7 @@ struct hl_ring_header {
 	uint32_t exe_len;
 	uint32_t backing_errno; /* BACKING_STOPPED: why no more could be backed */
 	uint64_t backed;        /* data bytes backed from offset 0, raised as the ring fills (release) */
-	int64_t detached_mono_ns; /* DETACHED: CLOCK_MONOTONIC when the session ended (set before the flag) */
+	int64_t detached_mono_ns; /* DETACHED: CLOCK_MONOTONIC when the library began to end the session (set before the flag) */
 	uint8_t pad0[128 - 112];
 
 	uint64_t head; /* producers: bytes reserved so far (CAS) */

@@ -140,12 +140,13 @@ func Start(pid int, lib string, set Settings, slow func(string)) (*Session, erro
 	if err := writeSettings(mem, s.ctl, set); err != nil {
 		return nil, err
 	}
-	if err := signal(mem, s.ctl, ring.CtlStart, s.Number); err != nil {
-		return nil, err
-	}
+	// Routed first, started after: the session's window (its ring's start
+	// to the library's end, docs/attach.md) must hold every allocation made
+	// meanwhile, and a hook called before the start (the PyMem hooks an
+	// earlier session left) would otherwise open it before malloc reaches
+	// the library. Routed hooks are idle until the start.
 	p, err := gotpatch.New(pid, s.hooks, skipModule)
 	if err != nil {
-		s.stopIn(pid)
 		return nil, err
 	}
 	s.procs[pid] = p
@@ -153,6 +154,10 @@ func Start(pid int, lib string, set Settings, slow func(string)) (*Session, erro
 		err = fmt.Errorf("attach: no GOT entry of process %d leads to the C library's malloc (%d lead to another allocator): heaplens attach cannot reach its allocations", pid, p.Kept)
 	}
 	if err != nil {
+		s.restore()
+		return nil, err
+	}
+	if err := signal(mem, s.ctl, ring.CtlStart, s.Number); err != nil {
 		s.Stop()
 		return nil, err
 	}
@@ -259,6 +264,11 @@ func (s *Session) Stop() error {
 			mem.Close()
 		}
 	}
+	return s.restore()
+}
+
+// restore puts every GOT entry routed back to what it held.
+func (s *Session) restore() error {
 	var errs []error
 	for pid, p := range s.procs {
 		if _, err := p.Restore(); err != nil && alive(pid) {

@@ -473,6 +473,12 @@ func (c *Collector) announce(s *stream) error {
 		return nil
 	}
 	s.announced = true
+	if s.hdr.Attached {
+		// An attach session's window opens when its library's start-up is
+		// done, which it writes into the header then (docs/ring-format.md).
+		h := s.r.Header()
+		s.hdr.StartMonoNano, s.hdr.StartUnixNano = h.StartMonoNano, h.StartUnixNano
+	}
 	h := s.hdr
 	p := s.r.Python()
 	version, note := pythonInfo(p)
