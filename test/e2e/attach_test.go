@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -468,6 +469,18 @@ func TestAttachTwiceKillDetach(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the first attach to load the library", func() bool { return strings.Contains(firstErr.String(), "attached to pid") })
+	// The first session's directory: the one that appeared meanwhile (other
+	// heaplens sessions on the machine may come and go beside it).
+	var session []string
+	during, _ := filepath.Glob("/dev/shm/heaplens-*")
+	for _, d := range during {
+		if !slices.Contains(before, d) {
+			session = append(session, d)
+		}
+	}
+	if len(session) == 0 {
+		t.Fatalf("no session directory appeared in /dev/shm (before %v, during %v)", before, during)
+	}
 	res := run(t, 30*time.Second, hl, "attach", pid, "-o", filepath.Join(dir, "second.hlc"))
 	if res.code != 1 || !strings.Contains(res.stderr, fmt.Sprintf("already attached to by heaplens (pid %d)", first.Process.Pid)) {
 		t.Errorf("second attach: exit %d, %q; want it refused naming pid %d", res.code, res.stderr, first.Process.Pid)
@@ -476,8 +489,12 @@ func TestAttachTwiceKillDetach(t *testing.T) {
 	first.Wait()
 	// The library sees its agent gone within a second (at an allocation) and deletes its ring.
 	waitFor(t, "the killed session's ring directory to go", func() bool {
-		after, _ := filepath.Glob("/dev/shm/heaplens-*")
-		return len(after) <= len(before)
+		for _, d := range session {
+			if _, err := os.Stat(d); err == nil {
+				return false
+			}
+		}
+		return true
 	})
 
 	third := exec.Command(hl, "attach", pid, "-o", filepath.Join(dir, "third.hlc"), "-q")
