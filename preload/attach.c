@@ -104,7 +104,7 @@ static void begin_session(uint64_t session)
 	struct hl_ring_header *last = g.ring; /* an earlier session's, which late writers may still use */
 	if (g.dir)
 		ring_create(HL_FLAG_ATTACHED, 0, 0);
-	if (g.ring == last) { /* mark_unprofiled told the agent why */
+	if (g.ring == last) { /* leave_unprofiled told the agent why */
 		SET_RELAXED(CTL.ended, session);
 		return;
 	}

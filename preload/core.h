@@ -29,6 +29,10 @@
 #define EXPORT __attribute__((visibility("default")))
 #define HOT __attribute__((hot))
 #define COLD __attribute__((cold, noinline))
+/* A function that must not become calls to the string functions (gcc turns
+ * copy loops into memcpy): a sanitizer's runtime intercepts them and cannot
+ * serve them before it is set up (sanitizer.c). */
+#define NOLIBC __attribute__((optimize("no-tree-loop-distribute-patterns"), noinline))
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define HL_STR_(x) #x

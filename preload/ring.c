@@ -10,6 +10,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "core.h"
 #include "heaplens.h"
@@ -176,8 +178,7 @@ void count_drop(uint64_t *field)
 		__atomic_fetch_add(&g.early_drops, 1, __ATOMIC_RELAXED);
 }
 
-/* Appends v in decimal (snprintf may allocate). */
-static char *put_num(char *q, uint64_t v)
+char *put_num(char *q, uint64_t v)
 {
 	char num[24];
 	int k = 0;
@@ -200,16 +201,22 @@ char *put_name(char *q, const char *name)
 }
 
 /*
- * No ring for this process image: it runs unprofiled, and says so with an
- * empty file (an inode, no blocks: it fits where the ring did not),
- * unprofiled.<pid>.<errno>.<ring bytes>.<comm>, which the agent reports.
+ * An empty file dir/unprofiled.<pid>.<why>.<ring bytes>.<comm> (an inode,
+ * no blocks: it fits where a ring did not): the process runs unprofiled,
+ * and the agent reports why. Raw system calls and no string function: the
+ * sanitizer check calls it before a sanitizer's runtime is set up. The
+ * caller checked that dir leaves room.
  */
-static void mark_unprofiled(int err, uint64_t size)
+NOLIBC void leave_unprofiled(const char *dir, uint64_t why, uint64_t size)
 {
 	char path[4096], comm[32];
-	char *q = put_name(path, "unprofiled.");
-	q = put_num(q, (uint64_t)getpid()), *q++ = '.';
-	q = put_num(q, (uint64_t)err), *q++ = '.';
+	char *q = path;
+	while (*dir)
+		*q++ = *dir++;
+	for (const char *s = "/unprofiled."; *s;)
+		*q++ = *s++;
+	q = put_num(q, (uint64_t)syscall(SYS_getpid)), *q++ = '.';
+	q = put_num(q, why), *q++ = '.';
 	q = put_num(q, size), *q++ = '.';
 	long cl = read_small_file("/proc/self/comm", comm, sizeof comm - 1);
 	for (long i = 0; i < cl && comm[i] != '\n'; i++) {
@@ -218,9 +225,9 @@ static void mark_unprofiled(int err, uint64_t size)
 		*q++ = plain ? c : '_';
 	}
 	*q = 0;
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	long fd = syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd >= 0)
-		close(fd);
+		syscall(SYS_close, (int)fd);
 }
 
 /* Backs the file's first bytes (posix_fallocate). Returns 0 or an errno. */
@@ -250,14 +257,14 @@ void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 	if (!size) {
 		struct rlimit r;
 		getrlimit(RLIMIT_AS, &r);
-		mark_unprofiled(HL_UNPROFILED_ASLIMIT, r.rlim_cur);
+		leave_unprofiled(g.dir, HL_UNPROFILED_ASLIMIT, r.rlim_cur);
 		return;
 	}
 	*put_num(put_name(tmp, "new."), (uint64_t)pid) = 0;
 	unlink(tmp); /* left by an earlier image of this pid, killed while it made its ring */
 	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		mark_unprofiled(errno, size);
+		leave_unprofiled(g.dir, (uint64_t)errno, size);
 		return;
 	}
 	uint64_t first = size < FIRST_CHUNK ? size : FIRST_CHUNK;
@@ -279,7 +286,7 @@ void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 	close(fd);
 	if (m == MAP_FAILED) {
 		unlink(tmp);
-		mark_unprofiled(err, size);
+		leave_unprofiled(g.dir, (uint64_t)err, size);
 		return;
 	}
 	struct hl_ring_header *h = m;
@@ -320,7 +327,7 @@ void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 	unlink(tmp);
 	if (err) {
 		munmap(m, HL_RING_HEADER_SIZE + size);
-		mark_unprofiled(err, size);
+		leave_unprofiled(g.dir, (uint64_t)err, size);
 		return;
 	}
 	/* Only now: attached, a late writer of an earlier session may still use these. */

@@ -19,6 +19,8 @@ int emit_mark(uint64_t kind, uint64_t value);
 void count_drop(uint64_t *field);
 
 char *put_name(char *q, const char *name); /* g.dir + "/" + name */
+char *put_num(char *q, uint64_t v); /* v in decimal (snprintf may allocate) */
+void leave_unprofiled(const char *dir, uint64_t why, uint64_t size);
 void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq);
 void ring_remove(const struct hl_ring_header *h);
 void ring_back_all(void); /* the whole ring, now: no madvise once a seccomp filter is in */

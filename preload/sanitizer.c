@@ -26,6 +26,7 @@
 
 #include "core.h"
 #include "resident.h"
+#include "ring.h"
 #include "sanitizer.h"
 
 #if !defined(HEAPLENS_ATTACH) && !defined(HEAPLENS_HARNESS) /* attached, we come late; the harness is sanitized on purpose */
@@ -44,11 +45,7 @@ static const char *base(const char *p)
 	return b;
 }
 
-/*
- * The sanitizer intercepts the string functions, and cannot serve them
- * before it is set up: our own, kept from being turned into calls to them.
- */
-#define NOLIBC __attribute__((optimize("no-tree-loop-distribute-patterns"), noinline))
+/* The string functions, our own (NOLIBC). */
 static NOLIBC size_t slen(const char *s)
 {
 	size_t n = 0;
@@ -77,43 +74,6 @@ static int sanitizer_loaded(void)
 			if (has_prefix(base(m->l_name), runtimes[i]))
 				return (int)i + 1;
 	return 0;
-}
-
-static char *put_dec(char *q, uint64_t v)
-{
-	char d[24];
-	int k = 0;
-	do
-		d[k++] = (char)('0' + v % 10);
-	while (v /= 10);
-	while (k)
-		*q++ = d[--k];
-	return q;
-}
-
-static void leave_marker(int kind, const char *dir)
-{
-	if (!dir || dir[0] != '/' || slen(dir) > MAX_DIR)
-		return;
-	static char path[4096];
-	char comm[32];
-	char *q = path;
-	size_t dl = slen(dir);
-	scopy(q, dir, dl), q += dl;
-	scopy(q, "/unprofiled.", 12), q += 12;
-	q = put_dec(q, (uint64_t)syscall(SYS_getpid)), *q++ = '.';
-	q = put_dec(q, HL_UNPROFILED_SANITIZER + (uint64_t)kind);
-	scopy(q, ".0.", 3), q += 3;
-	long n = read_small_file("/proc/self/comm", comm, sizeof comm - 1);
-	for (long i = 0; i < n && comm[i] != '\n'; i++) {
-		char c = comm[i];
-		int plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
-		*q++ = plain ? c : '_';
-	}
-	*q = 0;
-	long fd = syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd >= 0)
-		syscall(SYS_close, (int)fd);
 }
 
 /* LD_PRELOAD less our own entries (libheaplens-*.so): into buf, 0 if it does not fit. */
@@ -233,8 +193,8 @@ int sanitizer_restart(void)
 		envp[ne++] = *e;
 	}
 	envp[ne] = NULL;
-	if (dir)
-		leave_marker(kind, dir);
+	if (dir && dir[0] == '/' && slen(dir) <= MAX_DIR)
+		leave_unprofiled(dir, HL_UNPROFILED_SANITIZER + (uint64_t)kind, 0);
 	syscall(SYS_execve, path, argv, envp);
 	return kind; /* the restart failed: the caller stays inert */
 }
