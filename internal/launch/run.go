@@ -203,7 +203,7 @@ loop:
 			relay(cmd.Process, sig)
 		case <-tick.C:
 			every = min(2*every, pollEvery)
-			if p.young() {
+			if p.wasYoung {
 				every = min(every, pollYoung)
 			}
 			tick.Reset(every)
@@ -266,6 +266,7 @@ type poller struct {
 	lastFlush, lastRSS, lastResident time.Time
 	residentCost                     time.Duration // how long the last reading of residency took
 	residentDue                      bool          // RSS reached a new high since the last reading
+	wasYoung                         bool          // young() at the last tick: the run's pace (pollYoung)
 	started                          time.Time
 	err                              error
 }
@@ -282,7 +283,8 @@ func (p *poller) tick() (rssRound bool) {
 	if p.err == nil {
 		p.err = p.col.Poll(false)
 	}
-	if regular := time.Since(p.lastRSS) >= rssEvery; p.err == nil && (regular || p.young()) {
+	p.wasYoung = p.young()
+	if regular := time.Since(p.lastRSS) >= rssEvery; p.err == nil && (regular || p.wasYoung) {
 		var high bool
 		high, p.err = p.rss.sample(p.w, p.col.Live(), p.col.RingBytes)
 		if regular {
