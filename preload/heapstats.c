@@ -67,6 +67,12 @@ void heapstats_init(void)
 /* A fork child starts afresh: the thread that was taking stats is gone. */
 void heapstats_atfork_child(void) { next_at = 0, due_bytes = 0, allocated = 0, cost_ns = 0; }
 
+/* What a reading costs, in the clock described above. */
+static int64_t cost_clock(void)
+{
+	return now_ns(RELAXED(g.sandboxed) ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID);
+}
+
 static uint64_t je_stat(const char *name)
 {
 	size_t v = 0, len = sizeof v;
@@ -136,8 +142,9 @@ void heapstats_maybe(int64_t now, size_t n)
 	}
 	tls.busy++;
 	struct reading r;
+	int64_t began = cost_clock();
 	int ok = take(&r);
-	int64_t took = now_ns(CLOCK_MONOTONIC) - now;
+	int64_t took = cost_clock() - began;
 	uint64_t pos;
 	struct hl_ring_header *h = RELAXED(g.ring);
 	if (ok && !ring_reserve(56, &pos)) {
