@@ -289,7 +289,7 @@ func placeLibrary(tg *container.Target, library string) (*container.Dir, string,
 		name = filepath.Base(library)
 	}
 	if len(b) == 0 {
-		return nil, "", ErrNoLibrary
+		return nil, "", ErrNoAttachLibrary
 	}
 	sum := sha256.Sum256(b)
 	if name == "" {

@@ -17,8 +17,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrNoLibrary means this binary was built without the preload library.
-var ErrNoLibrary = errors.New("this heaplens was built without libheaplens.so: build it with `make` (it builds preload/ first)")
+// ErrNoLibrary means this binary was built without the preload library;
+// ErrNoAttachLibrary, without the build of it that attach loads.
+var (
+	ErrNoLibrary       = errors.New("this heaplens was built without libheaplens.so: build it with `make` (it builds preload/ first)")
+	ErrNoAttachLibrary = errors.New("this heaplens was built without libheaplens-attach.so, which heaplens attach loads: build it with `make` (it builds preload/ first)")
+)
 
 // LibraryPath extracts the embedded library to a content-addressed file and
 // returns its path. A real file (not a memfd) survives children that close
@@ -31,7 +35,7 @@ var ErrNoLibrary = errors.New("this heaplens was built without libheaplens.so: b
 // able to load the library, or its loader prints an error into the
 // program's output. The user cache directory is used when that holds
 // (typically not for a private home directory), else $TMPDIR/heaplens-UID.
-func LibraryPath() (string, error) { return extract(libraryBytes(), "libheaplens-") }
+func LibraryPath() (string, error) { return extract(libraryBytes(), "libheaplens-", ErrNoLibrary) }
 
 // libraryBytes is the embedded library, or for tests the file that
 // HEAPLENS_LIBRARY_FILE names (one built for a newer glibc, say, to check
@@ -47,11 +51,13 @@ func libraryBytes() []byte {
 
 // AttachLibraryPath is LibraryPath for libheaplens-attach.so, the build of
 // the library that heaplens attach loads into a running process.
-func AttachLibraryPath() (string, error) { return extract(attachLibraryBytes, "libheaplens-attach-") }
+func AttachLibraryPath() (string, error) {
+	return extract(attachLibraryBytes, "libheaplens-attach-", ErrNoAttachLibrary)
+}
 
-func extract(library []byte, prefix string) (string, error) {
+func extract(library []byte, prefix string, missing error) (string, error) {
 	if len(library) == 0 {
-		return "", ErrNoLibrary
+		return "", missing
 	}
 	sum := sha256.Sum256(library)
 	name := prefix + hex.EncodeToString(sum[:8]) + ".so"
