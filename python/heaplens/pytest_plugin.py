@@ -302,20 +302,38 @@ class _Session:
 def _over(nodeid, what, fig, limit, test_fn):
     lines = ["%s %s %s ± %s (95 %% interval), over its limit of %s" % (
         nodeid, what, format_size(fig["bytes"]), format_size(fig["ci95"]), format_size(limit))]
+    outside = []
     for st in fig["top"]:
+        frames = _below(st["frames"], test_fn)
+        if frames is None:
+            if any(_PYTEST_FILE.search(f) for f in st["frames"]):
+                outside.append(st)
+                continue
+            frames = st["frames"]  # a thread the test started, say
         lines.append("")
         lines.append("  %s ± %s in:" % (format_size(st["bytes"]), format_size(st["ci95"])))
-        lines.extend("    " + f for f in _below(st["frames"], test_fn))
+        lines.extend("    " + f for f in frames)
+    if outside:
+        # pytest's and its plugins' own work during the test: counted, as the
+        # window holds it, but its stacks say nothing about the test.
+        lines.append("")
+        lines.append("  and %s in %d stack(s) that do not pass through %s (pytest's own work during the test)" % (
+            format_size(sum(st["bytes"] for st in outside)), len(outside), test_fn))
     return "\n".join(lines)
 
 
+# A frame of pytest or pluggy, which run the test: "name (…/_pytest/x.py:N)".
+_PYTEST_FILE = re.compile(r"/(_pytest|pluggy)/[^/]+\.py:\d+\)$")
+
+
 def _below(frames, test_fn):
-    """The frames of a stack (leaf first) up to the test function: pytest's
-    own frames above it say nothing about the test."""
+    """The frames of a stack (leaf first) up to the test function, or None
+    when it does not pass through it: pytest's own frames above it say
+    nothing about the test."""
     for i, f in enumerate(frames):
         if f.startswith(test_fn + " ("):
             return frames[:i + 1]
-    return frames
+    return None
 
 
 _PY_FRAME = re.compile(r"^(.*) \((?:.*/)?([^/]+\.py:\d+)\)$")
