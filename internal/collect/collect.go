@@ -138,11 +138,12 @@ type stream struct {
 	ended  bool
 	keyBuf []byte
 	locBuf []uint64
-	// raw maps a record's stack as the library wrote it (pcs, Python
-	// frames, the cut flag) to its stack ID: at --rate 1 the same few
-	// stacks come back millions of times, and one lookup replaces one per
-	// frame. Stacks with a Python frame of unknown code are not kept (the
-	// code may come later).
+	// raw maps the stack of an ALLOC or ORIGIN record as the library
+	// wrote it whole (pcs, Python frames, the cut flag) to its stack ID:
+	// the same few stacks come back many times, and one lookup replaces
+	// one per frame. STACK records do not use it (stackRecord). Stacks
+	// with a Python frame of unknown code are not kept (the code may come
+	// later).
 	raw    *rawCache[uint64]
 	rawBuf []byte
 	// natives maps a stack's native frames as the library wrote them to

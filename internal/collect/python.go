@@ -26,7 +26,7 @@ type pyStream struct {
 	// Locations (0: of unknown code), whose outer ones the next reuses.
 	last    []ring.PyFrame
 	lastIDs []uint64
-	known   []bool     // mergePython's scratch: whether each frame's code is known
+	unknown []int      // mergePython's scratch: the frames whose code is not known
 	acts    [][]uint64 // and its activations, slices of ids
 	// parts are the interpreter's eval code outside its named function
 	// (evalParts), known once partsKnown.
@@ -113,17 +113,6 @@ func (c *Collector) code(s *stream, rc *ring.Code) {
 	}
 }
 
-// knownCode reports whether the code object of every Python frame has
-// been received: a stack with one that has not would name it once it is.
-func (s *stream) knownCode(py []ring.PyFrame) bool {
-	for _, f := range py {
-		if s.py == nil || s.py.codes[codeKey{f.Code, f.Identity}] == nil {
-			return false
-		}
-	}
-	return true
-}
-
 // classify records whether a native location is an eval activation and
 // whether it belongs to the interpreter.
 func (c *Collector) classify(s *stream, m *module, loc *capture.Location) {
@@ -197,8 +186,9 @@ func (p *pyStream) remember(k pyPosKey, id uint64) {
 
 // mergePython appends to dst a sample's Python frames interleaved with its
 // native ones (stack.MergePython), writing the Locations of Python frames
-// seen first.
-func (c *Collector) mergePython(s *stream, dst []uint64, native *nativeStack, py []ring.PyFrame) ([]uint64, error) {
+// seen first; known says whether the code of every frame was received (a
+// frame of code not received yet gets another Location once it is).
+func (c *Collector) mergePython(s *stream, dst []uint64, native *nativeStack, py []ring.PyFrame) (_ []uint64, known bool, err error) {
 	ids, acts := s.py.ids[:0], s.py.acts[:0]
 	// The outer frames shared with the previous sample's keep their
 	// Locations, if their code was known (an unknown code's frame gets
@@ -210,19 +200,21 @@ func (c *Collector) mergePython(s *stream, dst []uint64, native *nativeStack, py
 		same++
 	}
 	start := 0
-	s.py.known = s.py.known[:0]
+	s.py.unknown = s.py.unknown[:0]
 	for i, f := range py {
-		id, known := uint64(0), true
+		var id uint64
 		if i >= n-same {
 			id = prevIDs[m-n+i]
 		} else {
-			var err error
-			if id, known, err = c.pyLocation(s, f); err != nil {
-				return dst, err
+			var ok bool
+			if id, ok, err = c.pyLocation(s, f); err != nil {
+				return dst, false, err
+			}
+			if !ok {
+				s.py.unknown = append(s.py.unknown, i)
 			}
 		}
 		ids = append(ids, id)
-		s.py.known = append(s.py.known, known)
 		if f.ActivationEnd {
 			acts = append(acts, ids[start:len(ids):len(ids)])
 			start = len(ids)
@@ -234,10 +226,8 @@ func (c *Collector) mergePython(s *stream, dst []uint64, native *nativeStack, py
 	s.py.ids, s.py.acts = ids, acts
 	s.py.last = append(s.py.last[:0], py...)
 	s.py.lastIDs = append(s.py.lastIDs[:0], ids...)
-	for i, known := range s.py.known {
-		if !known {
-			s.py.lastIDs[i] = 0 // not to be reused
-		}
+	for _, i := range s.py.unknown {
+		s.py.lastIDs[i] = 0 // not to be reused
 	}
-	return stack.MergePython(dst, native.ids, native.classes, acts, c.NativePythonInternals), nil
+	return stack.MergePython(dst, native.ids, native.classes, acts, c.NativePythonInternals), len(s.py.unknown) == 0, nil
 }
