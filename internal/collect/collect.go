@@ -146,14 +146,15 @@ type stream struct {
 	// later).
 	raw    *rawCache[uint64]
 	rawBuf []byte
-	// natives maps a stack's native frames as the library wrote them to
-	// their Locations (nativeFrames).
-	natives *rawCache[*nativeStack]
-	// lastNative is the native part nativeFrames resolved last, whose outer
-	// frames the next one reuses; spareNative the buffers of the one before.
-	lastNative, spareNative frameRun
-	refs                    []refSlot // by the slot of a STACK record's ref
-	badRefs                 uint64    // ALLOCs naming a ref no STACK record defined
+	// runs are the native parts nativeFrames resolved last, whose outer
+	// frames the next one reuses (nextRun: the oldest); spareRun and
+	// native its scratch.
+	runs     [recentRuns]frameRun
+	nextRun  int
+	spareRun frameRun
+	native   nativeStack
+	refs     []refSlot // by the slot of a STACK record's ref
+	badRefs  uint64    // ALLOCs naming a ref no STACK record defined
 
 	host       int       // heaplens's pid of the process (hdr.PID is its own); 0 if it ended before it was found
 	exitMark   *uint64   // the status the process passed to exit(), if it did
@@ -173,7 +174,7 @@ type stream struct {
 
 func newStream(name string, r *ring.Ring, h ring.Header) *stream {
 	return &stream{name: name, r: r, hdr: h, host: h.PID, locs: map[uint64]uint64{},
-		raw: newRawCache[uint64](maxRawBytes), natives: newRawCache[*nativeStack](maxRawBytes)}
+		raw: newRawCache[uint64](maxRawBytes)}
 }
 
 type module struct {

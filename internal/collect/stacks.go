@@ -6,7 +6,6 @@ package collect
 import (
 	"encoding/binary"
 	"fmt"
-	"unsafe"
 
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/ring"
@@ -81,8 +80,7 @@ func (c *Collector) stack(s *stream, rec *ring.Record) (uint64, error) {
 	return sid, nil
 }
 
-// maxRawBytes bounds the keys of a stream's raw-stack cache, and those of
-// its native-frames cache.
+// maxRawBytes bounds the keys of a stream's raw-stack cache.
 const maxRawBytes = 32 << 20
 
 // rawStack appends the stack of rec as the library wrote it to b.
@@ -149,7 +147,7 @@ func (c *Collector) mergeStack(s *stream, rec *ring.Record) (sid uint64, known b
 	return sid, known, nil
 }
 
-// nativeStack is the native part of stacks: the Locations of its frames,
+// nativeStack is the native part of a stack: the Locations of its frames,
 // the library's own left out, and what each is to the interpreter.
 type nativeStack struct {
 	ids     []uint64
@@ -163,31 +161,47 @@ type frameRun struct {
 	classes  []stack.Class
 }
 
-// nativeFrames returns the nativeStack of frames. At --rate 1 a Python program sends the same native
-// part with many Python parts (each bytecode position is another stack): one
-// lookup replaces one per frame and one per frame's class. A native part not
-// seen before mostly shares its outer frames with the stream's previous one
-// (the same thread, deeper or shallower in the same calls): those are taken
-// from it, and only the frames inside them are looked up. A pc's Location
-// never changes in a stream (s.locs), so either way gives the same answer.
+// recentRuns is how many of the stream's latest native stacks nativeFrames
+// looks for shared outer frames in: STACK records do not say their thread,
+// and the threads of a pool interleave theirs.
+const recentRuns = 4
+
+// nativeFrames returns the native part of a stack of frames, valid until
+// the next call. It mostly shares its outer frames with one of the
+// stream's latest (the same thread, deeper or shallower in the same calls;
+// at --rate 1 a Python program sends the same native part with many Python
+// parts, each bytecode position another stack): those are taken from the
+// one that shares most, and only the frames inside them are looked up. A
+// pc's Location never changes in a stream (s.locs), so either way gives the
+// same answer. A cache of whole native parts cost more, hashing and copying
+// 1-2 KB per stack, than it saved (py_sklearn at --rate 1: 117 native frames
+// a stack).
 func (c *Collector) nativeFrames(s *stream, frames []uint64) (*nativeStack, error) {
-	key := wordBytes(frames)
-	ns, h, ok := s.natives.get(key)
-	if ok {
-		return ns, nil
+	n := len(frames)
+	best, same := 0, 0
+	for j := range recentRuns { // the latest first
+		i := (s.nextRun + recentRuns - 1 - j) % recentRuns
+		pcs := s.runs[i].pcs
+		m := len(pcs)
+		// One that shares no more than the best so far differs at its depth.
+		if same >= n || same >= m || frames[n-1-same] != pcs[m-1-same] {
+			continue
+		}
+		k := 0
+		for k < n && k < m && frames[n-1-k] == pcs[m-1-k] {
+			k++
+		}
+		if k > same {
+			best, same = i, k
+		}
 	}
-	prev, run := &s.lastNative, &s.spareNative
-	n, m := len(frames), len(prev.pcs)
-	same := 0
-	for same < n && same < m && frames[n-1-same] == prev.pcs[m-1-same] {
-		same++
-	}
+	prev, run := &s.runs[best], &s.spareRun
+	m := len(prev.pcs)
 	run.pcs = append(run.pcs[:0], frames...)
-	run.ids = append(run.ids[:0], prev.ids[m-same:]...) // the shared outer frames, moved below
-	run.classes = append(run.classes[:0], prev.classes[m-same:]...)
-	run.ids, run.classes = append(run.ids, make([]uint64, n-same)...), append(run.classes, make([]stack.Class, n-same)...)
-	copy(run.ids[n-same:], run.ids[:same])
-	copy(run.classes[n-same:], run.classes[:same])
+	run.ids = grow(run.ids, n)
+	run.classes = grow(run.classes, n)
+	copy(run.ids[n-same:], prev.ids[m-same:]) // the shared outer frames
+	copy(run.classes[n-same:], prev.classes[m-same:])
 	for i, pc := range frames[:n-same] {
 		id, ok := s.locs[pc]
 		if !ok {
@@ -202,16 +216,27 @@ func (c *Collector) nativeFrames(s *stream, frames []uint64) (*nativeStack, erro
 			run.classes[i] = s.py.native[id]
 		}
 	}
-	ns = &nativeStack{ids: make([]uint64, 0, n), classes: make([]stack.Class, 0, n)}
+	ns := &s.native
+	ns.ids, ns.classes = ns.ids[:0], ns.classes[:0]
 	for i, id := range run.ids {
 		if id != 0 {
 			ns.ids = append(ns.ids, id)
 			ns.classes = append(ns.classes, run.classes[i])
 		}
 	}
-	s.lastNative, s.spareNative = *run, *prev
-	s.natives.put(h, key, ns)
+	// The new run replaces the oldest (prev was read already).
+	old := &s.runs[s.nextRun]
+	*old, *run = *run, *old
+	s.nextRun = (s.nextRun + 1) % recentRuns
 	return ns, nil
+}
+
+// grow returns b with length n, reusing its memory.
+func grow[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n, 2*n)
+	}
+	return b[:n]
 }
 
 // cutLocation returns the Location that stands, at the root of a stack,
@@ -270,12 +295,4 @@ func (c *Collector) location(s *stream, pc uint64) (uint64, error) {
 	loc.ID = c.nextID
 	c.classify(s, s.lookup(pc), loc)
 	return loc.ID, c.w.Location(loc)
-}
-
-// wordBytes is the memory of words, as bytes: a key for rawCache.
-func wordBytes(words []uint64) []byte {
-	if len(words) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), 8*len(words))
 }
