@@ -17,7 +17,6 @@ import (
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/ring"
 	"github.com/heaplens/heaplens/internal/size"
-	"github.com/heaplens/heaplens/internal/stack"
 	"github.com/heaplens/heaplens/internal/symbolize"
 	"github.com/heaplens/heaplens/internal/unwind"
 )
@@ -40,6 +39,7 @@ type Collector struct {
 	cutID       uint64 // the Location marking a stack cut at the library's frame limit, once written
 	stoppedID   uint64 // the Location marking a stack whose walk stopped short, once written
 	stackIDs    *stackIndex
+	stackRec    capture.Stack // mergeStack's scratch
 	lines       map[symKey][]capture.Line
 	exits       map[int]syscall.WaitStatus
 	awaited     map[int]bool // pids whose end the agent learns by waiting
@@ -134,7 +134,7 @@ type stream struct {
 	r      *ring.Ring
 	hdr    ring.Header
 	mods   []*module
-	locs   map[uint64]uint64 // pc -> location ID
+	locs   map[uint64]nativeLoc // pc -> its Location
 	ended  bool
 	keyBuf []byte
 	locBuf []uint64
@@ -173,7 +173,7 @@ type stream struct {
 }
 
 func newStream(name string, r *ring.Ring, h ring.Header) *stream {
-	return &stream{name: name, r: r, hdr: h, host: h.PID, locs: map[uint64]uint64{},
+	return &stream{name: name, r: r, hdr: h, host: h.PID, locs: map[uint64]nativeLoc{},
 		raw: newRawCache[uint64](maxRawBytes)}
 }
 
@@ -486,7 +486,7 @@ func (c *Collector) announce(s *stream) error {
 	version, note := pythonInfo(p)
 	if p.Status == ring.PyActive {
 		s.py = &pyStream{eval: p.EvalAddr,
-			codes: map[codeKey]*pyCode{}, locs: map[pyLocKey]uint64{}, native: map[uint64]stack.Class{}}
+			codes: map[codeKey]*pyCode{}, locs: map[pyLocKey]uint64{}}
 	}
 	if definesMalloc(c.file(h.Exe)) {
 		c.warn("pid %d (%s): the executable defines its own malloc, which comes before heaplens's: its heap allocations are not seen, "+

@@ -11,7 +11,6 @@ import (
 
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/ring"
-	"github.com/heaplens/heaplens/internal/stack"
 )
 
 type testModule struct {
@@ -253,7 +252,7 @@ func TestPythonFramesByPosition(t *testing.T) {
 		alloc(4, native, 6), alloc(5, []uint64{pc(2, 0x40), pc(0, 0x20)}, 14)}
 	s := newStream("", nil, ring.Header{})
 	s.id = 1
-	s.py = &pyStream{codes: map[codeKey]*pyCode{}, locs: map[pyLocKey]uint64{}, native: map[uint64]stack.Class{}}
+	s.py = &pyStream{codes: map[codeKey]*pyCode{}, locs: map[pyLocKey]uint64{}}
 	got := collectStream(t, s, recs)
 	if len(got.capt.Allocs) != len(recs)-1 {
 		t.Fatalf("%d allocations, want %d", len(got.capt.Allocs), len(recs)-1)
@@ -386,7 +385,7 @@ func TestStacksInterleavedThreads(t *testing.T) {
 	}
 	s := newStream("", nil, ring.Header{})
 	s.id = 1
-	s.py = &pyStream{codes: map[codeKey]*pyCode{}, locs: map[pyLocKey]uint64{}, native: map[uint64]stack.Class{}}
+	s.py = &pyStream{codes: map[codeKey]*pyCode{}, locs: map[pyLocKey]uint64{}}
 	got := collectStream(t, s, recs)
 	if len(got.capt.Allocs) != len(want) {
 		t.Fatalf("%d allocations, want %d", len(got.capt.Allocs), len(want))

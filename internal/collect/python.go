@@ -13,11 +13,10 @@ import (
 
 // pyStream is what a stream knows about its Python interpreter.
 type pyStream struct {
-	eval   uint64                 // _PyEval_EvalFrameDefault; its module is the interpreter
-	interp *module                // found once the modules are known
-	codes  map[codeKey]*pyCode    // CODE records received
-	locs   map[pyLocKey]uint64    // Python frame -> Location ID
-	native map[uint64]stack.Class // native Location ID -> what it is
+	eval   uint64              // _PyEval_EvalFrameDefault; its module is the interpreter
+	interp *module             // found once the modules are known
+	codes  map[codeKey]*pyCode // CODE records received
+	locs   map[pyLocKey]uint64 // Python frame -> Location ID
 	// at maps a frame of known code to its Location ID: each line has
 	// several positions, each looked up in the code's table once.
 	at  map[pyPosKey]uint64
@@ -121,11 +120,11 @@ func (c *Collector) code(s *stream, rc *ring.Code) {
 	}
 }
 
-// classify records whether a native location is an eval activation and
+// classify says whether a native location is an eval activation and
 // whether it belongs to the interpreter.
-func (c *Collector) classify(s *stream, m *module, loc *capture.Location) {
+func (c *Collector) classify(s *stream, m *module, loc *capture.Location) stack.Class {
 	if s.py == nil {
-		return
+		return 0
 	}
 	var cl stack.Class
 	if n := len(loc.Lines); n > 0 {
@@ -140,9 +139,7 @@ func (c *Collector) classify(s *stream, m *module, loc *capture.Location) {
 			cl |= stack.Eval
 		}
 	}
-	if cl != 0 {
-		s.py.native[loc.ID] = cl
-	}
+	return cl
 }
 
 func (s *stream) pyInterp() *module {

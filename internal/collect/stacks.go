@@ -140,7 +140,8 @@ func (c *Collector) mergeStack(s *stream, rec *ring.Record) (sid uint64, known b
 		c.nextID++
 		sid = c.nextID
 		c.stackIDs.put(h, s.keyBuf, sid)
-		if err := c.w.Stack(&capture.Stack{ID: sid, Locations: append([]uint64(nil), s.locBuf...)}); err != nil {
+		c.stackRec = capture.Stack{ID: sid, Locations: s.locBuf} // the writer keeps none of it
+		if err := c.w.Stack(&c.stackRec); err != nil {
 			return 0, false, err
 		}
 	}
@@ -203,18 +204,15 @@ func (c *Collector) nativeFrames(s *stream, frames []uint64) (*nativeStack, erro
 	copy(run.ids[n-same:], prev.ids[m-same:]) // the shared outer frames
 	copy(run.classes[n-same:], prev.classes[m-same:])
 	for i, pc := range frames[:n-same] {
-		id, ok := s.locs[pc]
+		l, ok := s.locs[pc]
 		if !ok {
 			var err error
-			if id, err = c.location(s, pc); err != nil {
+			if l, err = c.location(s, pc); err != nil {
 				return nil, err
 			}
-			s.locs[pc] = id
+			s.locs[pc] = l
 		}
-		run.ids[i], run.classes[i] = id, 0
-		if id != 0 && s.py != nil {
-			run.classes[i] = s.py.native[id]
-		}
+		run.ids[i], run.classes[i] = l.id, l.class
 	}
 	ns := &s.native
 	ns.ids, ns.classes = ns.ids[:0], ns.classes[:0]
@@ -262,18 +260,25 @@ func (c *Collector) cutLocation(stopped bool) (uint64, error) {
 	return *id, nil
 }
 
-// location writes the Location of a return address; 0 means the frame is
-// the library's own and is left out.
-func (c *Collector) location(s *stream, pc uint64) (uint64, error) {
+// nativeLoc is the Location of a return address (ID 0: the library's own
+// frame, left out) and what it is to the interpreter.
+type nativeLoc struct {
+	id    uint64
+	class stack.Class
+}
+
+// location writes the Location of a return address.
+func (c *Collector) location(s *stream, pc uint64) (nativeLoc, error) {
 	addr := pc - 1 // a return address: the call is the instruction before it
 	loc := &capture.Location{Address: addr}
-	if m := s.lookup(pc); m != nil {
+	m := s.lookup(pc)
+	if m != nil {
 		if m.self {
-			return 0, nil
+			return nativeLoc{}, nil
 		}
 		if m.pending != nil {
 			if err := c.w.Mapping(m.pending); err != nil {
-				return 0, err
+				return nativeLoc{}, err
 			}
 			m.pending = nil
 			if c.unwind != nil {
@@ -293,6 +298,5 @@ func (c *Collector) location(s *stream, pc uint64) (uint64, error) {
 	}
 	c.nextID++
 	loc.ID = c.nextID
-	c.classify(s, s.lookup(pc), loc)
-	return loc.ID, c.w.Location(loc)
+	return nativeLoc{loc.ID, c.classify(s, m, loc)}, c.w.Location(loc)
 }
