@@ -17,6 +17,7 @@ import (
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/ring"
 	"github.com/heaplens/heaplens/internal/size"
+	"github.com/heaplens/heaplens/internal/stack"
 	"github.com/heaplens/heaplens/internal/symbolize"
 	"github.com/heaplens/heaplens/internal/unwind"
 )
@@ -153,8 +154,11 @@ type stream struct {
 	nextRun  int
 	spareRun frameRun
 	native   nativeStack
-	refs     []refSlot // by the slot of a STACK record's ref
-	badRefs  uint64    // ALLOCs naming a ref no STACK record defined
+	// nativeIDs and nativeClasses hold native when frames are left out.
+	nativeIDs     []uint64
+	nativeClasses []stack.Class
+	refs          []refSlot // by the slot of a STACK record's ref
+	badRefs       uint64    // ALLOCs naming a ref no STACK record defined
 
 	host       int       // heaplens's pid of the process (hdr.PID is its own); 0 if it ended before it was found
 	exitMark   *uint64   // the status the process passed to exit(), if it did

@@ -6,6 +6,7 @@ package collect
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/ring"
@@ -214,13 +215,19 @@ func (c *Collector) nativeFrames(s *stream, frames []uint64) (*nativeStack, erro
 		}
 		run.ids[i], run.classes[i] = l.id, l.class
 	}
+	// The library's own frames left out; mostly there are none, and the
+	// run itself is the answer (it lives in s.runs until recentRuns calls on).
 	ns := &s.native
-	ns.ids, ns.classes = ns.ids[:0], ns.classes[:0]
-	for i, id := range run.ids {
-		if id != 0 {
-			ns.ids = append(ns.ids, id)
-			ns.classes = append(ns.classes, run.classes[i])
+	ns.ids, ns.classes = run.ids, run.classes
+	if slices.Contains(run.ids, 0) {
+		ns.ids, ns.classes = s.nativeIDs[:0], s.nativeClasses[:0]
+		for i, id := range run.ids {
+			if id != 0 {
+				ns.ids = append(ns.ids, id)
+				ns.classes = append(ns.classes, run.classes[i])
+			}
 		}
+		s.nativeIDs, s.nativeClasses = ns.ids, ns.classes
 	}
 	// The new run replaces the oldest (prev was read already).
 	old := &s.runs[s.nextRun]
