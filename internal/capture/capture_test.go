@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -814,3 +815,54 @@ func TestSkeleton(t *testing.T) {
 type counter struct{ n int }
 
 func (c *counter) Observe(*Record) { c.n++ }
+
+// keeper is an Observer that keeps the Stacks it is shown.
+type keeper struct{ stacks []*Stack }
+
+func (k *keeper) Observe(r *Record) {
+	if r.Type == RecStack {
+		k.stacks = append(k.stacks, r.Stack)
+	}
+}
+
+// A Writer keeps nothing of a Stack it writes: its caller reuses one
+// Stack and its Locations, and the file and an Observer that keeps what it
+// is shown both have every stack as it was written.
+func TestStackReused(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k keeper
+	w.SetObserver(&k)
+	var st Stack
+	want := map[uint64][]uint64{}
+	for i := range uint64(3) {
+		st.ID, st.Locations = i+1, append(st.Locations[:0], 10+i, 20+i, 30+i)
+		want[st.ID] = slices.Clone(st.Locations)
+		if err := w.Stack(&st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ReadAll(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, locs := range want {
+		if got := c.Stacks[id]; got == nil || !slices.Equal(got.Locations, locs) {
+			t.Errorf("stack %d read back as %v, want %v", id, got, locs)
+		}
+	}
+	if len(k.stacks) != 3 {
+		t.Fatalf("the observer saw %d stacks, want 3", len(k.stacks))
+	}
+	for _, s := range k.stacks {
+		if !slices.Equal(s.Locations, want[s.ID]) {
+			t.Errorf("the observer's stack %d is %v, want %v", s.ID, s.Locations, want[s.ID])
+		}
+	}
+}

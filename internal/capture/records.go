@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -190,7 +191,15 @@ func (l *Location) dump() string {
 
 func (s *Stack) code(c *codec) {
 	c.id(&s.ID)
-	slice(c, &s.Locations, 1, unsigned[uint64])
+	if c.dec {
+		slice(c, &s.Locations, 1, unsigned[uint64])
+		return
+	}
+	// What slice writes, in a loop rather than a call per Location.
+	c.b = binary.AppendUvarint(c.b, uint64(len(s.Locations)))
+	for _, id := range s.Locations {
+		c.b = binary.AppendUvarint(c.b, id)
+	}
 }
 
 func (s *Stack) dump() string {

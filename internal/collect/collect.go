@@ -40,6 +40,7 @@ type Collector struct {
 	cutID       uint64 // the Location marking a stack cut at the library's frame limit, once written
 	stoppedID   uint64 // the Location marking a stack whose walk stopped short, once written
 	stackIDs    *stackIndex
+	stackRec    capture.Stack // mergeStack's scratch
 	lines       map[symKey][]capture.Line
 	exits       map[int]syscall.WaitStatus
 	awaited     map[int]bool // pids whose end the agent learns by waiting
@@ -134,25 +135,30 @@ type stream struct {
 	r      *ring.Ring
 	hdr    ring.Header
 	mods   []*module
-	locs   map[uint64]uint64 // pc -> location ID
+	locs   map[uint64]nativeLoc // pc -> its Location
 	ended  bool
 	keyBuf []byte
 	locBuf []uint64
-	// raw maps a record's stack as the library wrote it (pcs, Python
-	// frames, the cut flag) to its stack ID: at --rate 1 the same few
-	// stacks come back millions of times, and one lookup replaces one per
-	// frame. Stacks with a Python frame of unknown code are not kept (the
-	// code may come later).
+	// raw maps the stack of an ALLOC or ORIGIN record as the library
+	// wrote it whole (pcs, Python frames, the cut flag) to its stack ID:
+	// the same few stacks come back many times, and one lookup replaces
+	// one per frame. STACK records do not use it (stackRecord). Stacks
+	// with a Python frame of unknown code are not kept (the code may come
+	// later).
 	raw    *rawCache[uint64]
 	rawBuf []byte
-	// natives maps a stack's native frames as the library wrote them to
-	// their Locations (nativeFrames).
-	natives *rawCache[*nativeStack]
-	// lastNative is the native part nativeFrames resolved last, whose outer
-	// frames the next one reuses; spareNative the buffers of the one before.
-	lastNative, spareNative frameRun
-	refs                    []refSlot // by the slot of a STACK record's ref
-	badRefs                 uint64    // ALLOCs naming a ref no STACK record defined
+	// runs are the native parts nativeFrames resolved last, whose outer
+	// frames the next one reuses (nextRun: the oldest); spareRun and
+	// native its scratch.
+	runs     [recentRuns]frameRun
+	nextRun  int
+	spareRun frameRun
+	native   nativeStack
+	// nativeIDs and nativeClasses hold native when frames are left out.
+	nativeIDs     []uint64
+	nativeClasses []stack.Class
+	refs          []refSlot // by the slot of a STACK record's ref
+	badRefs       uint64    // ALLOCs naming a ref no STACK record defined
 
 	host       int       // heaplens's pid of the process (hdr.PID is its own); 0 if it ended before it was found
 	exitMark   *uint64   // the status the process passed to exit(), if it did
@@ -171,8 +177,8 @@ type stream struct {
 }
 
 func newStream(name string, r *ring.Ring, h ring.Header) *stream {
-	return &stream{name: name, r: r, hdr: h, host: h.PID, locs: map[uint64]uint64{},
-		raw: newRawCache[uint64](maxRawBytes), natives: newRawCache[*nativeStack](maxRawBytes)}
+	return &stream{name: name, r: r, hdr: h, host: h.PID, locs: map[uint64]nativeLoc{},
+		raw: newRawCache[uint64](maxRawBytes)}
 }
 
 type module struct {
@@ -484,7 +490,7 @@ func (c *Collector) announce(s *stream) error {
 	version, note := pythonInfo(p)
 	if p.Status == ring.PyActive {
 		s.py = &pyStream{eval: p.EvalAddr,
-			codes: map[codeKey]*pyCode{}, locs: map[pyLocKey]uint64{}, native: map[uint64]stack.Class{}}
+			codes: map[codeKey]*pyCode{}, locs: map[pyLocKey]uint64{}}
 	}
 	if definesMalloc(c.file(h.Exe)) {
 		c.warn("pid %d (%s): the executable defines its own malloc, which comes before heaplens's: its heap allocations are not seen, "+

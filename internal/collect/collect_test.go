@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/ring"
-	"github.com/heaplens/heaplens/internal/stack"
 )
 
 type testModule struct {
@@ -252,7 +252,7 @@ func TestPythonFramesByPosition(t *testing.T) {
 		alloc(4, native, 6), alloc(5, []uint64{pc(2, 0x40), pc(0, 0x20)}, 14)}
 	s := newStream("", nil, ring.Header{})
 	s.id = 1
-	s.py = &pyStream{codes: map[codeKey]*pyCode{}, locs: map[pyLocKey]uint64{}, native: map[uint64]stack.Class{}}
+	s.py = &pyStream{codes: map[codeKey]*pyCode{}, locs: map[pyLocKey]uint64{}}
 	got := collectStream(t, s, recs)
 	if len(got.capt.Allocs) != len(recs)-1 {
 		t.Fatalf("%d allocations, want %d", len(got.capt.Allocs), len(recs)-1)
@@ -315,6 +315,105 @@ func TestNativeFramesReuseOuter(t *testing.T) {
 		}
 		if !slices.Equal(have, want) {
 			t.Errorf("stack %d: addresses %#x, want %#x", i, have, want)
+		}
+	}
+}
+
+// Threads interleave their STACK records (which do not say their thread):
+// each takes its outer native and Python frames from whichever of the
+// stream's latest stacks shares most, and every ALLOC still gets exactly
+// its own frames, whatever the order. Three threads' stacks grow and
+// shrink at random, interleaved, each sent as a STACK record; some Python
+// frames are of code whose CODE record comes later.
+func TestStacksInterleavedThreads(t *testing.T) {
+	pc := func(i int, off uint64) uint64 { return testModules[i].bias + off }
+	self := pc(3, 0x10)
+	codes := []uint64{0xc0de, 0xc1de, 0xc2de, 0xc3de}
+	lines := map[int64]int{4: 100, 12: 101, 25: 102} // positions and their lines (Python 3.8 table below)
+	codeRec := func(addr uint64) *ring.Record {
+		return &ring.Record{Type: ring.RecCode, Code: &ring.Code{Addr: addr, Identity: 1, FirstLine: 100, Minor: 8,
+			FileKind: 1, File: []byte("app.py"), NameKind: 1, Name: fmt.Appendf(nil, "f%x", addr), Table: []byte{10, 1, 10, 1}}}
+	}
+	var recs []*ring.Record
+	for _, a := range codes[:3] { // the last code's record comes late
+		recs = append(recs, codeRec(a))
+	}
+	type thread struct {
+		native []uint64 // outermost first
+		py     []ring.PyFrame
+	}
+	threads := []*thread{
+		{native: []uint64{pc(0, 0x10), pc(0, 0x20)}},
+		{native: []uint64{pc(0, 0x10), pc(1, 0x20)}},
+		{native: []uint64{pc(0, 0x14), pc(1, 0x24)}},
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	positions := []int64{4, 12, 25}
+	type sent struct {
+		native []uint64
+		py     []ring.PyFrame
+	}
+	var want []sent
+	for i := range 400 {
+		if i == 300 {
+			recs = append(recs, codeRec(codes[3]))
+		}
+		th := threads[rng.IntN(len(threads))]
+		for range rng.IntN(3) { // pop some frames
+			if len(th.native) > 2 {
+				th.native = th.native[:len(th.native)-1]
+			}
+			if len(th.py) > 0 {
+				th.py = th.py[:len(th.py)-1]
+			}
+		}
+		for range rng.IntN(4) { // push some
+			f := pc(rng.IntN(3), uint64(rng.IntN(8))*4+0x100)
+			if rng.IntN(5) == 0 {
+				f = self
+			}
+			th.native = append(th.native, f)
+			th.py = append(th.py, ring.PyFrame{Code: codes[rng.IntN(len(codes))], Identity: 1, Pos: positions[rng.IntN(3)], ActivationEnd: rng.IntN(2) == 0})
+		}
+		native, py := slices.Clone(th.native), slices.Clone(th.py)
+		slices.Reverse(native) // innermost first, as the library sends them
+		slices.Reverse(py)
+		want = append(want, sent{native, py})
+		recs = append(recs, &ring.Record{Type: ring.RecStack, Ref: uint32(i % 7), Frames: native, Py: py},
+			&ring.Record{Type: ring.RecAlloc, TID: 7, TimeNano: int64(100 + i), Addr: 0x9000 + uint64(i)*16, Size: 16,
+				Func: capture.FuncMalloc, Ref: uint32(i % 7), HasRef: true})
+	}
+	s := newStream("", nil, ring.Header{})
+	s.id = 1
+	s.py = &pyStream{codes: map[codeKey]*pyCode{}, locs: map[pyLocKey]uint64{}}
+	got := collectStream(t, s, recs)
+	if len(got.capt.Allocs) != len(want) {
+		t.Fatalf("%d allocations, want %d", len(got.capt.Allocs), len(want))
+	}
+	for i, a := range got.capt.Allocs {
+		var exp, have []string
+		for _, f := range want[i].native {
+			if f != self {
+				exp = append(exp, fmt.Sprintf("%#x", f-1))
+			}
+		}
+		for _, f := range want[i].py { // no eval frame: the Python frames go to the bottom
+			if f.Code == codes[3] && i < 300 {
+				exp = append(exp, "<unknown Python code>:0")
+			} else {
+				exp = append(exp, fmt.Sprintf("f%x:%d", f.Code, lines[f.Pos]))
+			}
+		}
+		for _, id := range got.capt.Stacks[a.StackID].Locations {
+			loc := got.capt.Locations[id]
+			if loc.Kind == capture.KindPython {
+				have = append(have, fmt.Sprintf("%s:%d", loc.Lines[0].Function, loc.Lines[0].Line))
+			} else {
+				have = append(have, fmt.Sprintf("%#x", loc.Address))
+			}
+		}
+		if !slices.Equal(have, exp) {
+			t.Errorf("allocation %d: stack %v, want %v", i, have, exp)
 		}
 	}
 }

@@ -13,25 +13,32 @@ import (
 
 // pyStream is what a stream knows about its Python interpreter.
 type pyStream struct {
-	eval   uint64                 // _PyEval_EvalFrameDefault; its module is the interpreter
-	interp *module                // found once the modules are known
-	codes  map[codeKey]*pyCode    // CODE records received
-	locs   map[pyLocKey]uint64    // Python frame -> Location ID
-	native map[uint64]stack.Class // native Location ID -> what it is
+	eval   uint64              // _PyEval_EvalFrameDefault; its module is the interpreter
+	interp *module             // found once the modules are known
+	codes  map[codeKey]*pyCode // CODE records received
+	locs   map[pyLocKey]uint64 // Python frame -> Location ID
 	// at maps a frame of known code to its Location ID: each line has
 	// several positions, each looked up in the code's table once.
 	at  map[pyPosKey]uint64
 	ids []uint64 // mergePython's scratch: a sample's Python Locations
-	// last and lastIDs are the previous sample's Python frames and their
-	// Locations (0: of unknown code), whose outer ones the next reuses.
-	last    []ring.PyFrame
-	lastIDs []uint64
-	known   []bool     // mergePython's scratch: whether each frame's code is known
+	// runs are the latest samples' Python frames and their Locations (0:
+	// of unknown code), whose outer ones the next reuses (next: the
+	// oldest); spare is mergePython's scratch.
+	runs    [recentRuns]pyRun
+	next    int
+	spare   pyRun
+	unknown []int      // mergePython's scratch: the frames whose code is not known
 	acts    [][]uint64 // and its activations, slices of ids
 	// parts are the interpreter's eval code outside its named function
 	// (evalParts), known once partsKnown.
 	parts      []unwind.Range
 	partsKnown bool
+}
+
+// pyRun is one sample's Python frames and their Locations.
+type pyRun struct {
+	frames []ring.PyFrame
+	ids    []uint64
 }
 
 type pyPosKey struct {
@@ -113,22 +120,11 @@ func (c *Collector) code(s *stream, rc *ring.Code) {
 	}
 }
 
-// knownCode reports whether the code object of every Python frame has
-// been received: a stack with one that has not would name it once it is.
-func (s *stream) knownCode(py []ring.PyFrame) bool {
-	for _, f := range py {
-		if s.py == nil || s.py.codes[codeKey{f.Code, f.Identity}] == nil {
-			return false
-		}
-	}
-	return true
-}
-
-// classify records whether a native location is an eval activation and
+// classify says whether a native location is an eval activation and
 // whether it belongs to the interpreter.
-func (c *Collector) classify(s *stream, m *module, loc *capture.Location) {
+func (c *Collector) classify(s *stream, m *module, loc *capture.Location) stack.Class {
 	if s.py == nil {
-		return
+		return 0
 	}
 	var cl stack.Class
 	if n := len(loc.Lines); n > 0 {
@@ -143,9 +139,7 @@ func (c *Collector) classify(s *stream, m *module, loc *capture.Location) {
 			cl |= stack.Eval
 		}
 	}
-	if cl != 0 {
-		s.py.native[loc.ID] = cl
-	}
+	return cl
 }
 
 func (s *stream) pyInterp() *module {
@@ -197,32 +191,50 @@ func (p *pyStream) remember(k pyPosKey, id uint64) {
 
 // mergePython appends to dst a sample's Python frames interleaved with its
 // native ones (stack.MergePython), writing the Locations of Python frames
-// seen first.
-func (c *Collector) mergePython(s *stream, dst []uint64, native *nativeStack, py []ring.PyFrame) ([]uint64, error) {
+// seen first; known says whether the code of every frame was received (a
+// frame of code not received yet gets another Location once it is).
+func (c *Collector) mergePython(s *stream, dst []uint64, native *nativeStack, py []ring.PyFrame) (_ []uint64, known bool, err error) {
 	ids, acts := s.py.ids[:0], s.py.acts[:0]
-	// The outer frames shared with the previous sample's keep their
+	// The outer frames shared with one of the latest samples' keep their
 	// Locations, if their code was known (an unknown code's frame gets
-	// another Location once its code comes).
-	prev, prevIDs := s.py.last, s.py.lastIDs
-	n, m := len(py), len(prev)
-	same := 0
-	for same < n && same < m && py[n-1-same] == prev[m-1-same] && prevIDs[m-1-same] != 0 {
-		same++
+	// another Location once its code comes): those of the one that shares
+	// most, as the threads of a pool interleave their samples.
+	n := len(py)
+	best, same := 0, 0
+	for j := range recentRuns { // the latest first
+		i := (s.py.next + recentRuns - 1 - j) % recentRuns
+		r := &s.py.runs[i]
+		m := len(r.frames)
+		// One that shares no more than the best so far differs at its depth.
+		if same >= n || same >= m || py[n-1-same] != r.frames[m-1-same] || r.ids[m-1-same] == 0 {
+			continue
+		}
+		k := 0
+		for k < n && k < m && py[n-1-k] == r.frames[m-1-k] && r.ids[m-1-k] != 0 {
+			k++
+		}
+		if k > same {
+			best, same = i, k
+		}
 	}
+	prevIDs := s.py.runs[best].ids
+	m := len(prevIDs)
 	start := 0
-	s.py.known = s.py.known[:0]
+	s.py.unknown = s.py.unknown[:0]
 	for i, f := range py {
-		id, known := uint64(0), true
+		var id uint64
 		if i >= n-same {
 			id = prevIDs[m-n+i]
 		} else {
-			var err error
-			if id, known, err = c.pyLocation(s, f); err != nil {
-				return dst, err
+			var ok bool
+			if id, ok, err = c.pyLocation(s, f); err != nil {
+				return dst, false, err
+			}
+			if !ok {
+				s.py.unknown = append(s.py.unknown, i)
 			}
 		}
 		ids = append(ids, id)
-		s.py.known = append(s.py.known, known)
 		if f.ActivationEnd {
 			acts = append(acts, ids[start:len(ids):len(ids)])
 			start = len(ids)
@@ -232,12 +244,14 @@ func (c *Collector) mergePython(s *stream, dst []uint64, native *nativeStack, py
 		acts = append(acts, ids[start:])
 	}
 	s.py.ids, s.py.acts = ids, acts
-	s.py.last = append(s.py.last[:0], py...)
-	s.py.lastIDs = append(s.py.lastIDs[:0], ids...)
-	for i, known := range s.py.known {
-		if !known {
-			s.py.lastIDs[i] = 0 // not to be reused
-		}
+	run := &s.py.spare
+	run.frames = append(run.frames[:0], py...)
+	run.ids = append(run.ids[:0], ids...)
+	for _, i := range s.py.unknown {
+		run.ids[i] = 0 // not to be reused
 	}
-	return stack.MergePython(dst, native.ids, native.classes, acts, c.NativePythonInternals), nil
+	old := &s.py.runs[s.py.next]
+	*old, *run = *run, *old
+	s.py.next = (s.py.next + 1) % recentRuns
+	return stack.MergePython(dst, native.ids, native.classes, acts, c.NativePythonInternals), len(s.py.unknown) == 0, nil
 }

@@ -6,6 +6,7 @@ package collect
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/heaplens/heaplens/internal/capture"
 	"github.com/heaplens/heaplens/internal/ring"
@@ -31,7 +32,15 @@ func (r *refSlot) stack(gen uint32) uint64 {
 
 // stackRecord notes the stack that later ALLOCs name by rec.Ref.
 func (c *Collector) stackRecord(s *stream, rec *ring.Record) error {
-	sid, err := c.stack(s, rec)
+	// Not through the raw cache: the library sends a STACK record for a
+	// stack its table does not hold, so the agent has (almost) never seen
+	// its frames (py_torch at --rate 1: 1.38 M STACK records, 1.38 M
+	// different; the cache found 3.5 k of them, and cost a fifth of the
+	// agent's time hashing and copying the others).
+	sid, _, err := c.mergeStack(s, rec)
+	if err == nil && s.own != nil {
+		s.seeStack(sid, rec.Frames)
+	}
 	if err != nil {
 		return err
 	}
@@ -61,24 +70,19 @@ func (c *Collector) stack(s *stream, rec *ring.Record) (uint64, error) {
 	if ok {
 		return sid, nil
 	}
-	sid, err := c.mergeStack(s, rec, s.rawBuf[rawHeader:rawHeader+8*len(rec.Frames)])
+	sid, known, err := c.mergeStack(s, rec)
 	if err == nil && s.own != nil {
 		s.seeStack(sid, rec.Frames)
 	}
-	if err != nil || !s.knownCode(rec.Py) {
+	if err != nil || !known {
 		return sid, err
 	}
 	s.raw.put(h, s.rawBuf, sid)
 	return sid, nil
 }
 
-// maxRawBytes bounds the keys of a stream's raw-stack cache, and those of
-// its native-frames cache.
+// maxRawBytes bounds the keys of a stream's raw-stack cache.
 const maxRawBytes = 32 << 20
-
-// rawHeader is the length of rawStack's frame count and cut flag: its
-// native frames follow.
-const rawHeader = 5
 
 // rawStack appends the stack of rec as the library wrote it to b.
 func rawStack(b []byte, rec *ring.Record) []byte {
@@ -106,15 +110,17 @@ func rawStack(b []byte, rec *ring.Record) []byte {
 
 // mergeStack writes (once) the stack of rec: its native frames' Locations,
 // interleaved with its Python frames', cut at the root if the library did.
-// nativeKey is rec's native frames as the library wrote them.
-func (c *Collector) mergeStack(s *stream, rec *ring.Record, nativeKey []byte) (uint64, error) {
-	native, err := c.nativeFrames(s, rec.Frames, nativeKey)
+// known says whether the code of every Python frame was known: if not, the
+// same frames name another stack once it is.
+func (c *Collector) mergeStack(s *stream, rec *ring.Record) (sid uint64, known bool, err error) {
+	native, err := c.nativeFrames(s, rec.Frames)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
+	known = len(rec.Py) == 0
 	if len(rec.Py) > 0 && s.py != nil {
-		if s.locBuf, err = c.mergePython(s, s.locBuf[:0], native, rec.Py); err != nil {
-			return 0, err
+		if s.locBuf, known, err = c.mergePython(s, s.locBuf[:0], native, rec.Py); err != nil {
+			return 0, false, err
 		}
 	} else {
 		s.locBuf = append(s.locBuf[:0], native.ids...)
@@ -122,7 +128,7 @@ func (c *Collector) mergeStack(s *stream, rec *ring.Record, nativeKey []byte) (u
 	if rec.Truncated {
 		id, err := c.cutLocation(len(rec.Frames) < ring.MaxFrames)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		s.locBuf = append(s.locBuf, id)
 	}
@@ -135,14 +141,15 @@ func (c *Collector) mergeStack(s *stream, rec *ring.Record, nativeKey []byte) (u
 		c.nextID++
 		sid = c.nextID
 		c.stackIDs.put(h, s.keyBuf, sid)
-		if err := c.w.Stack(&capture.Stack{ID: sid, Locations: append([]uint64(nil), s.locBuf...)}); err != nil {
-			return 0, err
+		c.stackRec = capture.Stack{ID: sid, Locations: s.locBuf} // the writer keeps none of it
+		if err := c.w.Stack(&c.stackRec); err != nil {
+			return 0, false, err
 		}
 	}
-	return sid, nil
+	return sid, known, nil
 }
 
-// nativeStack is the native part of stacks: the Locations of its frames,
+// nativeStack is the native part of a stack: the Locations of its frames,
 // the library's own left out, and what each is to the interpreter.
 type nativeStack struct {
 	ids     []uint64
@@ -156,55 +163,85 @@ type frameRun struct {
 	classes  []stack.Class
 }
 
-// nativeFrames returns the nativeStack of frames, whose bytes as the library
-// wrote them are key. At --rate 1 a Python program sends the same native
-// part with many Python parts (each bytecode position is another stack): one
-// lookup replaces one per frame and one per frame's class. A native part not
-// seen before mostly shares its outer frames with the stream's previous one
-// (the same thread, deeper or shallower in the same calls): those are taken
-// from it, and only the frames inside them are looked up. A pc's Location
-// never changes in a stream (s.locs), so either way gives the same answer.
-func (c *Collector) nativeFrames(s *stream, frames []uint64, key []byte) (*nativeStack, error) {
-	ns, h, ok := s.natives.get(key)
-	if ok {
-		return ns, nil
+// recentRuns is how many of the stream's latest native stacks nativeFrames
+// looks for shared outer frames in: STACK records do not say their thread,
+// and the threads of a pool interleave theirs.
+const recentRuns = 4
+
+// nativeFrames returns the native part of a stack of frames, valid until
+// the next call. It mostly shares its outer frames with one of the
+// stream's latest (the same thread, deeper or shallower in the same calls;
+// at --rate 1 a Python program sends the same native part with many Python
+// parts, each bytecode position another stack): those are taken from the
+// one that shares most, and only the frames inside them are looked up. A
+// pc's Location never changes in a stream (s.locs), so either way gives the
+// same answer. A cache of whole native parts cost more, hashing and copying
+// 1-2 KB per stack, than it saved (py_sklearn at --rate 1: 117 native frames
+// a stack).
+func (c *Collector) nativeFrames(s *stream, frames []uint64) (*nativeStack, error) {
+	n := len(frames)
+	best, same := 0, 0
+	for j := range recentRuns { // the latest first
+		i := (s.nextRun + recentRuns - 1 - j) % recentRuns
+		pcs := s.runs[i].pcs
+		m := len(pcs)
+		// One that shares no more than the best so far differs at its depth.
+		if same >= n || same >= m || frames[n-1-same] != pcs[m-1-same] {
+			continue
+		}
+		k := 0
+		for k < n && k < m && frames[n-1-k] == pcs[m-1-k] {
+			k++
+		}
+		if k > same {
+			best, same = i, k
+		}
 	}
-	prev, run := &s.lastNative, &s.spareNative
-	n, m := len(frames), len(prev.pcs)
-	same := 0
-	for same < n && same < m && frames[n-1-same] == prev.pcs[m-1-same] {
-		same++
-	}
+	prev, run := &s.runs[best], &s.spareRun
+	m := len(prev.pcs)
 	run.pcs = append(run.pcs[:0], frames...)
-	run.ids = append(run.ids[:0], prev.ids[m-same:]...) // the shared outer frames, moved below
-	run.classes = append(run.classes[:0], prev.classes[m-same:]...)
-	run.ids, run.classes = append(run.ids, make([]uint64, n-same)...), append(run.classes, make([]stack.Class, n-same)...)
-	copy(run.ids[n-same:], run.ids[:same])
-	copy(run.classes[n-same:], run.classes[:same])
+	run.ids = grow(run.ids, n)
+	run.classes = grow(run.classes, n)
+	copy(run.ids[n-same:], prev.ids[m-same:]) // the shared outer frames
+	copy(run.classes[n-same:], prev.classes[m-same:])
 	for i, pc := range frames[:n-same] {
-		id, ok := s.locs[pc]
+		l, ok := s.locs[pc]
 		if !ok {
 			var err error
-			if id, err = c.location(s, pc); err != nil {
+			if l, err = c.location(s, pc); err != nil {
 				return nil, err
 			}
-			s.locs[pc] = id
+			s.locs[pc] = l
 		}
-		run.ids[i], run.classes[i] = id, 0
-		if id != 0 && s.py != nil {
-			run.classes[i] = s.py.native[id]
-		}
+		run.ids[i], run.classes[i] = l.id, l.class
 	}
-	ns = &nativeStack{ids: make([]uint64, 0, n), classes: make([]stack.Class, 0, n)}
-	for i, id := range run.ids {
-		if id != 0 {
-			ns.ids = append(ns.ids, id)
-			ns.classes = append(ns.classes, run.classes[i])
+	// The library's own frames left out; mostly there are none, and the
+	// run itself is the answer (it lives in s.runs until recentRuns calls on).
+	ns := &s.native
+	ns.ids, ns.classes = run.ids, run.classes
+	if slices.Contains(run.ids, 0) {
+		ns.ids, ns.classes = s.nativeIDs[:0], s.nativeClasses[:0]
+		for i, id := range run.ids {
+			if id != 0 {
+				ns.ids = append(ns.ids, id)
+				ns.classes = append(ns.classes, run.classes[i])
+			}
 		}
+		s.nativeIDs, s.nativeClasses = ns.ids, ns.classes
 	}
-	s.lastNative, s.spareNative = *run, *prev
-	s.natives.put(h, key, ns)
+	// The new run replaces the oldest (prev was read already).
+	old := &s.runs[s.nextRun]
+	*old, *run = *run, *old
+	s.nextRun = (s.nextRun + 1) % recentRuns
 	return ns, nil
+}
+
+// grow returns b with length n, reusing its memory.
+func grow[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n, 2*n)
+	}
+	return b[:n]
 }
 
 // cutLocation returns the Location that stands, at the root of a stack,
@@ -230,18 +267,25 @@ func (c *Collector) cutLocation(stopped bool) (uint64, error) {
 	return *id, nil
 }
 
-// location writes the Location of a return address; 0 means the frame is
-// the library's own and is left out.
-func (c *Collector) location(s *stream, pc uint64) (uint64, error) {
+// nativeLoc is the Location of a return address (ID 0: the library's own
+// frame, left out) and what it is to the interpreter.
+type nativeLoc struct {
+	id    uint64
+	class stack.Class
+}
+
+// location writes the Location of a return address.
+func (c *Collector) location(s *stream, pc uint64) (nativeLoc, error) {
 	addr := pc - 1 // a return address: the call is the instruction before it
 	loc := &capture.Location{Address: addr}
-	if m := s.lookup(pc); m != nil {
+	m := s.lookup(pc)
+	if m != nil {
 		if m.self {
-			return 0, nil
+			return nativeLoc{}, nil
 		}
 		if m.pending != nil {
 			if err := c.w.Mapping(m.pending); err != nil {
-				return 0, err
+				return nativeLoc{}, err
 			}
 			m.pending = nil
 			if c.unwind != nil {
@@ -261,6 +305,5 @@ func (c *Collector) location(s *stream, pc uint64) (uint64, error) {
 	}
 	c.nextID++
 	loc.ID = c.nextID
-	c.classify(s, s.lookup(pc), loc)
-	return loc.ID, c.w.Location(loc)
+	return nativeLoc{loc.ID, c.classify(s, m, loc)}, c.w.Location(loc)
 }

@@ -135,15 +135,15 @@ type Mallinfo struct {
 
 // Ring is one mapped ring file.
 type Ring struct {
-	Path   string
-	mem    []byte
-	data   []byte
-	vec    []byte // Resident's buffer
-	mask   uint64
-	words  []uint64
-	frames []uint64
-	py     []PyFrame
-	segs   []Segment
+	Path  string
+	mem   []byte
+	data  []byte
+	vec   []byte   // Resident's buffer
+	dw    []uint64 // data as words
+	mask  uint64
+	words []uint64
+	py    []PyFrame
+	segs  []Segment
 
 	// Malformed counts well-framed records whose contents did not decode;
 	// Drain skips them. A ring is written by the profiled process, so its
@@ -184,6 +184,7 @@ func Open(path string) (*Ring, error) {
 		return nil, fmt.Errorf("ring: %s: bad data size %d", path, size)
 	}
 	r.data = mem[HeaderSize : HeaderSize+size]
+	r.dw = unsafe.Slice((*uint64)(unsafe.Pointer(&r.data[0])), size/8)
 	r.mask = size - 1
 	return r, nil
 }
@@ -374,11 +375,14 @@ func (r *Ring) DrainN(max int, fn func(*Record)) (int, error) {
 			r.words = make([]uint64, nw)
 		}
 		w := r.words[:nw]
-		for i := range w {
-			p := r.word(tail + 8 + 8*uint64(i))
-			w[i] = *p
-			*p = 0
-		}
+		// The body in at most two pieces (it may wrap), copied and zeroed
+		// whole: word by word it was a tenth of the agent's time at --rate 1.
+		at := int((tail + 8) & r.mask / 8)
+		first := min(nw, len(r.dw)-at)
+		copy(w, r.dw[at:at+first])
+		clear(r.dw[at : at+first])
+		copy(w[first:], r.dw[:nw-first])
+		clear(r.dw[:nw-first])
 		err := r.decode(&rec, hdr, w)
 		*r.word(tail) = 0
 		tail += length
@@ -435,8 +439,8 @@ func (r *Ring) decode(rec *Record, hdr uint64, w []uint64) error {
 					return fmt.Errorf("ALLOC naming a stack in %d words, %d frames, ref %d", len(w), count, w[len(w)-1])
 				}
 				rec.Ref, rec.HasRef = uint32(w[head]), true
-				r.frames, r.py = r.frames[:0], r.py[:0]
-				rec.Frames, rec.Py = r.frames, r.py
+				r.py = r.py[:0]
+				rec.Frames, rec.Py = w[:0], r.py
 				return nil
 			}
 		}
@@ -445,8 +449,7 @@ func (r *Ring) decode(rec *Record, hdr uint64, w []uint64) error {
 		if len(w) != head+count+2*npy {
 			return fmt.Errorf("record type %d with %d words for %d frames and %d Python frames", rec.Type, len(w), count, npy)
 		}
-		r.frames = append(r.frames[:0], w[head:head+count]...)
-		rec.Frames = r.frames
+		rec.Frames = w[head : head+count : head+count]
 		r.py = r.py[:0]
 		for i := head + count; i < len(w); i += 2 {
 			pw := w[i+1]
