@@ -150,11 +150,6 @@ int ring_reserve(uint64_t len, uint64_t *pos)
 	return 1;
 }
 
-void ring_put(uint64_t pos, uint64_t w)
-{
-	*(uint64_t *)(g.data + (pos & g.mask)) = w;
-}
-
 /* Writes n bytes from pos, zero-padded to whole words. */
 void ring_put_bytes(uint64_t pos, const void *src, uint64_t n)
 {
