@@ -132,8 +132,8 @@ func writeInstructions(sb *strings.Builder, r *Report) {
 		"reaches (`--rate 2^48`): the hooks and the countdown on every call, which any interposer pays (and, on Python, "+
 		"pymalloc called out of line through the PEP 445 hooks). Sampling is the default rate's cost above the floor; "+
 		"its goals: ≤ %s of bare's instructions and ≤ %d instructions per sample. On Python the interpreter's own count "+
-		"(pymalloc's above all) moves by a few hundred thousand instructions with where its arenas land, which the "+
-		"library's mappings shift; \"interpreter apart\" leaves the interpreter's own instructions out of both runs.\n\n", pct(goalSamplingFrac), goalPerSample)
+		"(pymalloc's above all) moves by a few hundred thousand instructions with the address layout, which the "+
+		"library's mappings change; \"interpreter apart\" leaves the interpreter's own instructions out of both runs.\n\n", pct(goalSamplingFrac), goalPerSample)
 	var rows [][]string
 	for _, in := range r.Instructions {
 		row := []string{in.Workload, strings.Join(in.Args, " ")}

@@ -271,11 +271,10 @@ func (b *bench) interleave(w *workload, args []string, cfgs []config, keep func(
 
 // interpreterOf sums the self instructions of the Python interpreter's
 // own objects (python3.11, libpython3.12.so…) among a run's. pymalloc is
-// there, and its count moves with where its arenas land (an arena not
-// aligned to a 16 KiB pool has one pool less), which the library's own
-// mappings shift: by ±0.4 M instructions on py_churn 30 between two builds
-// of the library that differ only in the size of their data, none sampling
-// (docs/benchmarks.md, "Python per-sample cost").
+// there, and its count moves with the address layout, which the library's
+// own mappings change: by 0.4 M instructions on py_churn 30 between two
+// builds of the library that differ only in the size of their data, none
+// sampling (docs/benchmarks.md, "Python per-sample cost").
 func interpreterOf(objs map[string]uint64) uint64 {
 	var n uint64
 	for name, v := range objs {
