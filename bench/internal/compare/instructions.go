@@ -105,8 +105,12 @@ func (b *bench) instructions(w *workload) (*InstrResult, error) {
 	if w.python {
 		res.PerSampleApart = ratio((hl-float64(hc.Interpreter))-(floor-float64(fc.Interpreter)), float64(res.Samples))
 	}
-	logf("%s: floor %+.2f%%, sampling %+.3f%% (%d samples, %.0f instructions each; %.0f with the interpreter's own left out)",
-		w.Name, 100*res.Floor, 100*res.Sampling, res.Samples, res.PerSample, res.PerSampleApart)
+	apart := ""
+	if w.python {
+		apart = fmt.Sprintf("; %.0f with the interpreter's own left out", res.PerSampleApart)
+	}
+	logf("%s: floor %+.2f%%, sampling %+.3f%% (%d samples, %.0f instructions each%s)",
+		w.Name, 100*res.Floor, 100*res.Sampling, res.Samples, res.PerSample, apart)
 	return res, nil
 }
 
