@@ -15,13 +15,13 @@
  * of saturating byte counters indexed by another hash of the address:
  * freeing an unsampled block costs a multiply, a shift, one byte load and
  * a branch (blockset_maybe). With a few hundred blocks in the set, that
- * byte is set for a free now and then by chance (py_churn: 1 in 300 of
- * its PyMem frees, with ~100 sampled objects live), and such a free comes
- * to blockset_take, where a second filter of 64 KiB, indexed by a third
- * hash (other bits of the address: the first hash reads its low 32), turns
- * nearly all of them away with one more byte before the table's probe.
- * It is not on the fast path: its cache lines are touched by these frees
- * and by the set's changes only.
+ * byte is set for a free now and then by chance (py_churn: 1 in 250–700
+ * of its PyMem frees, with ~100 sampled objects live). A second filter of
+ * 64 KiB, indexed by a third hash (bits 4–47 of the address: the first
+ * hash reads its low 32), turns nearly all of those away with one more
+ * byte (blockset_maybe2: read by the PyMem free hook itself, and first by
+ * blockset_take). It is not on the fast path: its cache lines are touched
+ * by these frees and by the set's changes only.
  */
 #define _GNU_SOURCE
 #include <sys/mman.h>
