@@ -14,7 +14,14 @@
  * still searched, newest first, so nothing moves. In front sits a filter
  * of saturating byte counters indexed by another hash of the address:
  * freeing an unsampled block costs a multiply, a shift, one byte load and
- * a branch (blockset_maybe).
+ * a branch (blockset_maybe). With a few hundred blocks in the set, that
+ * byte is set for a free now and then by chance (py_churn: 1 in 250–700
+ * of its PyMem frees, with ~100 sampled objects live). A second filter of
+ * 64 KiB, indexed by a third hash (bits 4–47 of the address: the first
+ * hash reads its low 32), turns nearly all of those away with one more
+ * byte (blockset_maybe2: read by the PyMem free hook itself, and first by
+ * blockset_take). It is not on the fast path: its cache lines are touched
+ * by these frees and by the set's changes only.
  */
 #define _GNU_SOURCE
 #include <sys/mman.h>
@@ -29,20 +36,28 @@
 #define PROBES 64
 #define ADDR(e) ((e) & ((1ull << 48) - 1))
 
-/* Adds d (±1) to p's counter; 255 sticks, as it may stand for more. */
-static void filter_add(struct blockset *s, const void *p, int d)
+/* Adds d (±1) to a counter; 255 sticks, as it may stand for more. */
+static void counter_add(uint8_t *c, int d)
 {
-	uint8_t *c = &s->filter[blockset_filter_at(p)], v = __atomic_load_n(c, __ATOMIC_RELAXED);
+	uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
 	do
 		if (v == 255 || (v == 0 && d < 0))
 			return;
 	while (!__atomic_compare_exchange_n(c, &v, d > 0 && v == 254 ? 255 : (uint8_t)(v + d), 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 }
 
-/* p's counter stuck at 255: every free of p comes to the slow path (boot.c's static blocks). */
+/* Adds d to p's counters in both filters. */
+static void filter_add(struct blockset *s, const void *p, int d)
+{
+	counter_add(&s->filter[blockset_filter_at(p)], d);
+	counter_add(&s->filter2[blockset_filter2_at(p)], d);
+}
+
+/* p's counters stuck at 255: every free of p comes to the slow path (boot.c's static blocks). */
 void blockset_pin(struct blockset *s, const void *p)
 {
 	__atomic_store_n(&s->filter[blockset_filter_at(p)], 255, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->filter2[blockset_filter2_at(p)], 255, __ATOMIC_RELAXED);
 }
 
 /* p's first slot in a level of 2^bits slots; the probe window follows it. */
@@ -107,8 +122,15 @@ static int put(struct blockset *s, void *p, size_t n)
 	return 0;
 }
 
+/*
+ * A counter is raised after its block's entry is in the table and lowered
+ * after it left, and a block is put before the program has its address,
+ * so a block's free never finds its own counters at 0.
+ */
 int64_t blockset_take(struct blockset *s, void *p)
 {
+	if (!blockset_maybe2(s, p))
+		return -1;
 	for (uint32_t l = __atomic_load_n(&s->levels, __ATOMIC_ACQUIRE); l-- > 0;) {
 		uint64_t *table = s->table[l], mask = (1ull << s->bits[l]) - 1, home = home_of(s->bits[l], p);
 		for (uint32_t k = 0; k < PROBES; k++) {

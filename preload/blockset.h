@@ -2,7 +2,8 @@
  * blockset.c: a set of sampled blocks kept beside them, not in them: a
  * lock-free open-addressed table in levels, with a filter of saturating
  * counters in front, so that a free of an unsampled block costs a
- * multiply, a shift and one byte load.
+ * multiply, a shift and one byte load; and a second, larger filter behind
+ * it, read only by the frees the first lets through.
  */
 #ifndef HEAPLENS_BLOCKSET_H
 #define HEAPLENS_BLOCKSET_H
@@ -12,9 +13,11 @@
 #pragma GCC visibility push(hidden)
 
 #define BLOCKSET_FILTER_BITS 14
+#define BLOCKSET_FILTER2_BITS 16
 #define BLOCKSET_LEVELS 6
 struct blockset {
 	uint8_t filter[1u << BLOCKSET_FILTER_BITS];
+	uint8_t filter2[1u << BLOCKSET_FILTER2_BITS]; /* the same counters, another hash: see blockset_take */
 	uint64_t *table[BLOCKSET_LEVELS];
 	uint32_t bits[BLOCKSET_LEVELS];
 	uint32_t levels; /* published with release once table[levels - 1] is there */
@@ -28,6 +31,16 @@ static inline uint32_t blockset_filter_at(const void *p)
 static inline int blockset_maybe(const struct blockset *s, const void *p)
 {
 	return __atomic_load_n(&s->filter[blockset_filter_at(p)], __ATOMIC_RELAXED) != 0;
+}
+/* The second filter's index: the address's bits 4–47 (blocks are 16-byte aligned), another multiplier, the top bits. */
+static inline uint32_t blockset_filter2_at(const void *p)
+{
+	return (uint32_t)((((uint64_t)(uintptr_t)p >> 4) * 0xff51afd7ed558ccdull) >> (64 - BLOCKSET_FILTER2_BITS));
+}
+/* After blockset_maybe said yes: 0 if the second filter knows p is not there (blockset_take checks it too). */
+static inline int blockset_maybe2(const struct blockset *s, const void *p)
+{
+	return __atomic_load_n(&s->filter2[blockset_filter2_at(p)], __ATOMIC_RELAXED) != 0;
 }
 /*
  * blockset_maybe as a jump to label, for free's fast path: the compare

@@ -150,17 +150,19 @@ int ring_reserve(uint64_t len, uint64_t *pos)
 	return 1;
 }
 
-void ring_put(uint64_t pos, uint64_t w)
-{
-	*(uint64_t *)(g.data + (pos & g.mask)) = w;
-}
-
-/* Writes n bytes from pos, zero-padded to whole words. */
+/* Writes n bytes from pos, zero-padded to whole words: whole words as single loads, the tail apart (x86-64 and arm64 are little-endian). */
 void ring_put_bytes(uint64_t pos, const void *src, uint64_t n)
 {
-	for (uint64_t i = 0; i < n; i += 8) {
-		uint64_t w = 0;
-		memcpy(&w, (const char *)src + i, n - i < 8 ? n - i : 8);
+	uint64_t i = 0, w;
+	for (; i + 8 <= n; i += 8) {
+		memcpy(&w, (const char *)src + i, 8);
+		ring_put(pos + i, w);
+	}
+	if (i < n) { /* byte by byte, little-endian as a word's memcpy: no call to memcpy */
+		const unsigned char *b = (const unsigned char *)src + i;
+		w = 0;
+		for (uint64_t k = 0; k < n - i; k++)
+			w |= (uint64_t)b[k] << (8 * k);
 		ring_put(pos + i, w);
 	}
 }

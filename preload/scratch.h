@@ -11,7 +11,7 @@
 
 #define FOREIGN_STACKS 8
 struct scratch {
-	uintptr_t rule_pc[256]; /* the rules this thread's walks looked up last, by address (unwind.c) */
+	uintptr_t rule_pc[256]; /* the rules this thread's walks looked up last, by address: 128 sets of 2 (unwind.c) */
 	uint32_t rule_of[256];
 	uintptr_t frames[HL_MAX_FRAMES];
 	uint64_t py[2 * HL_MAX_PYFRAMES]; /* code pointer, position word: see heaplens_ring.h */

@@ -282,14 +282,22 @@ __attribute__((noinline)) int table_walk(const struct walk_start *from, struct s
 		s->frames[n++] = pc;
 	struct walk_module w = {0};
 	for (;;) {
-		/* A thread's stacks share most frames: a small cache of rules by address first. */
-		size_t c = (size_t)((look * 0x9e3779b97f4a7c15ull) >> 56);
+		/*
+		 * A thread's stacks share most frames: a small cache of rules by
+		 * address first, two ways a set, the newer first. Direct-mapped, two
+		 * of a walk's frames often shared an entry and missed at every walk
+		 * (py_jsontool: 3 misses of ~90 instructions in a sample's 28 frames).
+		 */
+		size_t c = (size_t)((look * 0x9e3779b97f4a7c15ull) >> 57) * 2;
 		int got;
 		if (s->rule_pc[c] == look)
 			rule = s->rule_of[c];
-		else if ((got = rule_at(look, &w, &rule)) > 0 || (got == NO_TABLE && fde_rule(look, &rule) > 0))
+		else if (s->rule_pc[c + 1] == look)
+			rule = s->rule_of[c + 1];
+		else if ((got = rule_at(look, &w, &rule)) > 0 || (got == NO_TABLE && fde_rule(look, &rule) > 0)) {
+			s->rule_pc[c + 1] = s->rule_pc[c], s->rule_of[c + 1] = s->rule_of[c];
 			s->rule_pc[c] = look, s->rule_of[c] = rule; /* no table yet: its .eh_frame's rule */
-		else if (got == NO_CODE && new_module(look + 1) && fde_rule(look, &rule) > 0)
+		} else if (got == NO_CODE && new_module(look + 1) && fde_rule(look, &rule) > 0)
 			wr.unscanned = 1; /* a library loaded since the last scan: not cached, so that the next walk says so too */
 		else
 			rule = (uint32_t)KIND_UNKNOWN << 24;

@@ -277,3 +277,18 @@ func TestCommandCallgrind(t *testing.T) {
 		}
 	}
 }
+
+// The interpreter's own objects are the executable and libpython; its
+// extension modules, the C library and heaplens' library are not.
+func TestInterpreterOf(t *testing.T) {
+	objs := map[string]uint64{
+		"/usr/bin/python3.11": 600,
+		"/root/.pyenv/versions/3.12.8/lib/libpython3.12.so.1.0":                 50,
+		"/usr/lib/python3.11/lib-dynload/_json.cpython-311-x86_64-linux-gnu.so": 7,
+		"/tmp/heaplens-0/libheaplens-d1335b5e.so":                               3,
+		"/usr/lib/x86_64-linux-gnu/libc.so.6":                                   1,
+	}
+	if got := interpreterOf(objs); got != 650 {
+		t.Errorf("interpreterOf = %d, want 650", got)
+	}
+}

@@ -85,14 +85,17 @@ type Measurement struct {
 	TreeRSSKB  int64   `json:"tree_maxrss_kb"` // largest peak RSS of one process of the tree
 	// SelfRSSKB is the target's own peak RSS, printed by the workload
 	// (VmHWM): with the profiler's in-process part, without its agent.
-	SelfRSSKB    int64              `json:"self_maxrss_kb"`
-	CaptureBytes int64              `json:"capture_bytes"`
-	Checksum     string             `json:"checksum,omitempty"`
-	Result       float64            `json:"result"` // the workload's key number (loop time, ns per pair…)
-	LoopS        float64            `json:"loop_s,omitempty"`
-	Instructions uint64             `json:"instructions,omitempty"` // the target's, under callgrind
-	capture      string             // kept capture file, when asked for
-	kv           map[string]float64 // the workload's result line
+	SelfRSSKB    int64   `json:"self_maxrss_kb"`
+	CaptureBytes int64   `json:"capture_bytes"`
+	Checksum     string  `json:"checksum,omitempty"`
+	Result       float64 `json:"result"` // the workload's key number (loop time, ns per pair…)
+	LoopS        float64 `json:"loop_s,omitempty"`
+	Instructions uint64  `json:"instructions,omitempty"` // the target's, under callgrind
+	// Interpreter is the part of Instructions run in the Python
+	// interpreter's own code (its executable or libpython): see interpreterOf.
+	Interpreter uint64             `json:"interpreter_instructions,omitempty"`
+	capture     string             // kept capture file, when asked for
+	kv          map[string]float64 // the workload's result line
 }
 
 // command returns the argv that runs argv under c, the capture path it
@@ -223,6 +226,11 @@ func (b *bench) runOnce(c config, w *workload, args []string, keep bool) (Measur
 		if m.Instructions, err = harness.CallgrindFile(callgrind); err != nil {
 			return m, fmt.Errorf("%s: %w", label, err)
 		}
+		objs, err := harness.CallgrindObjectsFile(callgrind)
+		if err != nil {
+			return m, fmt.Errorf("%s: %w", label, err)
+		}
+		m.Interpreter = interpreterOf(objs)
 	}
 	if capture != "" {
 		if c.profiler == "heaptrack" {
@@ -259,4 +267,20 @@ func (b *bench) interleave(w *workload, args []string, cfgs []config, keep func(
 		}
 	}
 	return res, nil
+}
+
+// interpreterOf sums the self instructions of the Python interpreter's
+// own objects (python3.11, libpython3.12.so…) among a run's. pymalloc is
+// there, and its count moves with the address layout, which the library's
+// own mappings change: by 0.4 M instructions on py_churn 30 between two
+// builds of the library that differ only in the size of their data, none
+// sampling (docs/benchmarks.md, "Python per-sample cost").
+func interpreterOf(objs map[string]uint64) uint64 {
+	var n uint64
+	for name, v := range objs {
+		if b := filepath.Base(name); strings.HasPrefix(b, "python") || strings.HasPrefix(b, "libpython") {
+			n += v
+		}
+	}
+	return n
 }

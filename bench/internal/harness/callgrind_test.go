@@ -60,3 +60,49 @@ func TestCallgrindFile(t *testing.T) {
 		t.Errorf("CallgrindFile = %d, %v", got, err)
 	}
 }
+
+// Self costs per object: a call's inclusive cost line is the callee's, the
+// compressed "(N)" names of ob= and cob= are one namespace, and the total
+// over objects is the file's.
+func TestCallgrindObjects(t *testing.T) {
+	const file = `events: Ir
+positions: line
+ob=(1) /lib/libheaplens.so
+fl=(1) hooks.c
+fn=(1) malloc
+10 100
+cob=(2) /usr/bin/python3.11
+cfn=(2) pymalloc
+calls=5 0
++2 700
++1 20
+ob=(2)
+fn=(2)
+0 700
+ob=(3) /lib/libc.so.6
+fn=(3) memcpy
+* 30
+totals: 850
+`
+	got, err := CallgrindObjects(strings.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]uint64{"/lib/libheaplens.so": 120, "/usr/bin/python3.11": 700, "/lib/libc.so.6": 30}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("objects %v, want %v", got, want)
+	}
+	// Two positions (instr line): the cost is the third field.
+	two := "positions: instr line\nob=(1) a\nfn=(1) f\n0x10 3 40\n"
+	if got, err := CallgrindObjects(strings.NewReader(two)); err != nil || got["a"] != 40 {
+		t.Errorf("two positions: %v, %v", got, err)
+	}
+	if _, err := CallgrindObjects(strings.NewReader("ob=(1) a\n5 x\n")); err == nil {
+		t.Error("no error for a bad cost")
+	}
+}
