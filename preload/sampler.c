@@ -320,16 +320,21 @@ static int stacks_used;
 
 /*
  * The thread's last STACK record, in scratch->sent: the ring it went to (0:
- * none), its tid, nf | npy << 32, its ref, then its native frames and, at
- * SENT_PY, its Python frames. A new stack sends only the inner frames that
- * differ from it and names it by tid and ref (HL_STACK_DELTA): the agent
+ * none), its tid, n | p << 32, its ref, then the outermost n (at most
+ * SENT_NATIVE) of its native frames and, at SENT_PY, the outermost p (at
+ * most SENT_PYFRAMES) of its Python frames, leaf first; only outer frames
+ * are ever compared. A new stack sends only the inner frames that differ
+ * from them and names the record by tid and ref (HL_STACK_DELTA): the agent
  * keeps each thread's last STACK record. The same thread committed that
  * record before it reserves this one, so the agent reads it first; a
  * thread's scratch is its own, fresh (zero) when it starts and forgotten at
  * fork, so while it lives no other thread sends a STACK record with its tid.
  */
+#define SENT_NATIVE 256
+#define SENT_PYFRAMES 128
 #define SENT_FRAMES 4
-#define SENT_PY (SENT_FRAMES + HL_MAX_FRAMES)
+#define SENT_PY (SENT_FRAMES + SENT_NATIVE)
+_Static_assert(sizeof(((struct scratch *)0)->sent) == 8 * (SENT_PY + 2 * SENT_PYFRAMES), "scratch.h: sent");
 
 /* Sends the taken stack as a STACK record in slot i, which this thread holds (BUSY); old is what it held. */
 static int64_t send_stack(struct hl_ring_header *h, uint32_t i, uint64_t key, uint64_t old, uint32_t flags)
@@ -364,11 +369,12 @@ static int64_t send_stack(struct hl_ring_header *h, uint32_t i, uint64_t key, ui
 	put_frames(pos + 24 + 8 * delta, nf - k, npy - j);
 	ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_STACK, 0, nf - k));
 	__atomic_store_n(&stack_slot[i], key | (gen & 0x7fff) << 1 | 1, __ATOMIC_RELEASE);
-	base[0] = (uint64_t)(uintptr_t)h, base[1] = me, base[2] = nf | (uint64_t)npy << 32, base[3] = ref;
-	for (uint32_t n = 0; n < nf; n++)
-		base[SENT_FRAMES + n] = fr[n];
-	for (uint32_t n = 0; n < 2 * npy; n++)
-		base[SENT_PY + n] = py[n];
+	uint32_t bn = nf < SENT_NATIVE ? nf : SENT_NATIVE, bp = npy < SENT_PYFRAMES ? npy : SENT_PYFRAMES;
+	base[0] = (uint64_t)(uintptr_t)h, base[1] = me, base[2] = bn | (uint64_t)bp << 32, base[3] = ref;
+	for (uint32_t n = 0; n < bn; n++)
+		base[SENT_FRAMES + n] = fr[nf - bn + n];
+	for (uint32_t n = 0; n < 2 * bp; n++)
+		base[SENT_PY + n] = py[2 * (npy - bp) + n];
 	return (int64_t)ref;
 }
 
