@@ -100,7 +100,7 @@ struct hl_ring_header {
 #define HL_REC_MARK 5u   /* time, kind (HL_MARK_*), value */
 #define HL_REC_ORIGIN 6u /* time, token, tid|flags<<32|npy<<48, frames[count], python frames: an origin's stack */
 #define HL_REC_MALLINFO 7u /* time, arena, hblkhd, uordblks, fordblks, keepcost: glibc's mallinfo2 */
-#define HL_REC_STACK 8u  /* ref, flags<<32|npy<<48, frames[count], python frames: the stack later ALLOCs name by ref */
+#define HL_REC_STACK 8u  /* ref, tid|flags<<32|npy<<48, [K|J<<16|base<<32,] frames[count], python frames: the stack later ALLOCs name by ref */
 
 #define HL_MARK_PY_FINALIZING 1u /* the interpreter started shutting down: the program itself is done */
 #define HL_MARK_EXIT 2u          /* exit() was called; the status follows in the next word */
@@ -112,6 +112,7 @@ struct hl_ring_header {
 #define HL_ALLOC_PYMEM 2u     /* flags: allocated through a PyMem domain (a Python object) */
 #define HL_ALLOC_ORIGIN 4u    /* flags: word 5 is the origin token (the frames start one word later) */
 #define HL_ALLOC_STACKREF 8u  /* flags: the stack is the STACK record whose ref is the last word (no frames follow) */
+#define HL_STACK_DELTA 2u     /* STACK flags: only the inner frames; the outer ones are the thread's last STACK record's */
 #define HL_STACK_REFS 16384u  /* a ref is slot | generation << 14: slot below this, generation below 2^15 */
 #define HL_ALLOC_METHOD_SHIFT 8 /* flags bits 8..10: how the origin was decided (HL_ORIGIN_*) */
 

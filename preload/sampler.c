@@ -284,14 +284,16 @@ static uint32_t take_stack(struct hl_ring_header *h, int walked, const struct wa
 	return flags;
 }
 
-/* Writes the taken stack at pos: native frames, then Python frames. */
-static void put_stack(uint64_t pos)
+/* Writes the innermost nf native and npy Python frames of the taken stack at pos: native, then Python. */
+static void put_frames(uint64_t pos, uint32_t nf, uint32_t npy)
 {
-	for (uint32_t i = 0; i < tls.nframes; i++)
+	for (uint32_t i = 0; i < nf; i++)
 		ring_put(pos + 8 * (uint64_t)i, tls.scratch->frames[i]);
-	for (uint32_t i = 0; i < 2 * tls.npy; i++)
-		ring_put(pos + 8 * (uint64_t)(tls.nframes + i), tls.scratch->py[i]);
+	for (uint32_t i = 0; i < 2 * npy; i++)
+		ring_put(pos + 8 * (uint64_t)(nf + i), tls.scratch->py[i]);
 }
+
+static void put_stack(uint64_t pos) { put_frames(pos, tls.nframes, tls.npy); }
 
 static uint64_t stack_words(void) { return (uint64_t)tls.nframes + 2 * (uint64_t)tls.npy; }
 
@@ -316,26 +318,68 @@ static uint64_t stack_words(void) { return (uint64_t)tls.nframes + 2 * (uint64_t
 static uint64_t stack_slot[HL_STACK_REFS];
 static int stacks_used;
 
+/*
+ * The thread's last STACK record, in scratch->sent: the ring it went to (0:
+ * none), its tid, n | p << 32, its ref, then the outermost n (at most
+ * SENT_NATIVE) of its native frames and, at SENT_PY, the outermost p (at
+ * most SENT_PYFRAMES) of its Python frames, leaf first; only outer frames
+ * are ever compared. A new stack sends only the inner frames that differ
+ * from them and names the record by tid and ref (HL_STACK_DELTA): the agent
+ * keeps each thread's last STACK record. The same thread committed that
+ * record before it reserves this one, so the agent reads it first; a
+ * thread's scratch is its own, fresh (zero) when it starts and forgotten at
+ * fork, so while it lives no other thread sends a STACK record with its tid.
+ */
+#define SENT_NATIVE 256
+#define SENT_PYFRAMES 128
+#define SENT_FRAMES 4
+#define SENT_PY (SENT_FRAMES + SENT_NATIVE)
+_Static_assert(sizeof(((struct scratch *)0)->sent) == 8 * (SENT_PY + 2 * SENT_PYFRAMES), "scratch.h: sent");
+
 /* Sends the taken stack as a STACK record in slot i, which this thread holds (BUSY); old is what it held. */
-static int64_t send_stack(uint32_t i, uint64_t key, uint64_t old, uint32_t flags)
+static int64_t send_stack(struct hl_ring_header *h, uint32_t i, uint64_t key, uint64_t old, uint32_t flags)
 {
 	uint64_t gen = old ? (old >> 1 & 0x7fff) + 1 : 0, pos, ref = i | (gen & 0x7fff) << 14;
-	uint64_t len = 24 + 8 * stack_words();
-	/* Its code objects first, all of them: a ref skips that step. */
-	if ((tls.npy && !py_emit_codes()) || !ring_reserve(len, &pos)) {
-		__atomic_store_n(&stack_slot[i], old, __ATOMIC_RELEASE);
-		return -1;
+	uint64_t *base = tls.scratch->sent, *py = tls.scratch->py;
+	const uintptr_t *fr = tls.scratch->frames;
+	uint32_t nf = tls.nframes, npy = tls.npy, me = tid(), k = 0, j = 0;
+	if (base[0] == (uint64_t)(uintptr_t)h && base[1] == me && me) {
+		/* The outer frames both share, compared from the outermost. */
+		uint32_t bn = (uint32_t)base[2], bp = (uint32_t)(base[2] >> 32);
+		while (k < bn && k < nf && base[SENT_FRAMES + bn - 1 - k] == fr[nf - 1 - k])
+			k++;
+		while (j < bp && j < npy && base[SENT_PY + 2 * (bp - 1 - j)] == py[2 * (npy - 1 - j)] &&
+		       base[SENT_PY + 2 * (bp - 1 - j) + 1] == py[2 * (npy - 1 - j) + 1])
+			j++;
+		if (k + 2 * j < 2) /* the delta's word would cost as much */
+			k = j = 0;
 	}
+	uint64_t delta = k + j > 0;
+	uint64_t len = 24 + 8 * delta + 8 * ((uint64_t)(nf - k) + 2 * (uint64_t)(npy - j));
+	/* Its code objects first, all of them: a ref skips that step. */
+	if ((npy && !py_emit_codes()) || !ring_reserve(len, &pos)) {
+		__atomic_store_n(&stack_slot[i], old, __ATOMIC_RELEASE);
+		return -1; /* nothing sent: the thread's last STACK record stays its base */
+	}
+	uint64_t f = (flags & HL_ALLOC_TRUNCATED) | (delta ? HL_STACK_DELTA : 0);
 	ring_put(pos + 8, ref);
-	ring_put(pos + 16, (uint64_t)(flags & HL_ALLOC_TRUNCATED) << 32 | (uint64_t)tls.npy << 48);
-	put_stack(pos + 24);
-	ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_STACK, 0, tls.nframes));
+	ring_put(pos + 16, me | f << 32 | (uint64_t)(npy - j) << 48);
+	if (delta)
+		ring_put(pos + 24, k | (uint64_t)j << 16 | base[3] << 32);
+	put_frames(pos + 24 + 8 * delta, nf - k, npy - j);
+	ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_STACK, 0, nf - k));
 	__atomic_store_n(&stack_slot[i], key | (gen & 0x7fff) << 1 | 1, __ATOMIC_RELEASE);
+	uint32_t bn = nf < SENT_NATIVE ? nf : SENT_NATIVE, bp = npy < SENT_PYFRAMES ? npy : SENT_PYFRAMES;
+	base[0] = (uint64_t)(uintptr_t)h, base[1] = me, base[2] = bn | (uint64_t)bp << 32, base[3] = ref;
+	for (uint32_t n = 0; n < bn; n++)
+		base[SENT_FRAMES + n] = fr[nf - bn + n];
+	for (uint32_t n = 0; n < 2 * bp; n++)
+		base[SENT_PY + n] = py[2 * (npy - bp) + n];
 	return (int64_t)ref;
 }
 
 /* The ref of the taken stack, sending it first if it is new; -1: send it whole. */
-static int64_t stack_ref(uint32_t flags)
+static int64_t stack_ref(struct hl_ring_header *h, uint32_t flags)
 {
 	if (g.rate >= STACK_REF_RATE)
 		return -1;
@@ -347,14 +391,14 @@ static int64_t stack_ref(uint32_t flags)
 		if ((v & 1) && (v & STACK_KEY) == key)
 			return i | (int64_t)(v >> 1 & 0x7fff) << 14;
 		if (v == 0 && __atomic_compare_exchange_n(&stack_slot[i], &v, STACK_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-			return send_stack(i, key, 0, flags);
+			return send_stack(h, i, key, 0, flags);
 	}
 	/* No free slot: evict one of the probed, chosen by other bits of the hash. */
 	i = (home + (uint32_t)(x >> 30) % STACK_PROBES) & (HL_STACK_REFS - 1);
 	uint64_t v = __atomic_load_n(&stack_slot[i], __ATOMIC_ACQUIRE);
 	if (!(v & 1) || !__atomic_compare_exchange_n(&stack_slot[i], &v, STACK_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return -1; /* another thread is writing it */
-	return send_stack(i, key, v, flags);
+	return send_stack(h, i, key, v, flags);
 }
 
 /* A fork child's agent knows none of the parent's refs. */
@@ -362,11 +406,13 @@ void stacks_atfork_child(void)
 {
 	if (stacks_used)
 		memset(stack_slot, 0, sizeof stack_slot);
+	if (tls.scratch) /* the forking thread's: a new tid, a new ring */
+		tls.scratch->sent[0] = 0;
 }
 #else
-static int64_t stack_ref(uint32_t flags)
+static int64_t stack_ref(struct hl_ring_header *h, uint32_t flags)
 {
-	(void)flags;
+	(void)h, (void)flags;
 	return -1;
 }
 void stacks_atfork_child(void) {}
@@ -401,7 +447,7 @@ COLD void record_alloc(void *p, size_t n, int func)
 		flags |= HL_ALLOC_ORIGIN;
 	if (func >= HL_FUNC_PYMEM_MALLOC)
 		flags |= HL_ALLOC_PYMEM;
-	int64_t ref = stack_ref(flags);
+	int64_t ref = stack_ref(h, flags);
 	uint64_t body = token ? 48 : 40, npy = tls.npy, nf = tls.nframes;
 	if (ref >= 0)
 		flags |= HL_ALLOC_STACKREF, npy = 0, nf = 0;

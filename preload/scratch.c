@@ -1,8 +1,8 @@
 /*
  * A thread's working memory for taking a sample: the native frames, the
- * Python frames and the unwind rule cache, about 51 KiB. It is not in the
- * thread-local block: glibc carves static TLS out of every new thread's
- * stack, so 51 KiB there would make pthread_create fail for the 16 KiB
+ * Python frames, the unwind rule cache and the last stack sent, about
+ * 60 KiB. It is not in the thread-local block: glibc carves static TLS out of every new thread's
+ * stack, so 60 KiB there would make pthread_create fail for the 16 KiB
  * stacks programs may ask for (docs/preload-safety.md). It is mapped on
  * the thread's first sample, with the system call itself (no lock, no
  * hook), and unmapped when the thread ends, by a thread-specific key's

@@ -20,6 +20,7 @@ struct scratch {
 	uint32_t foreign_next;            /* the entry a new one replaces */
 	unsigned char vec[256];           /* mincore's answer over one of them */
 	uint64_t stat_bytes;              /* sampled bytes not yet added to heapstats.c's count */
+	uint64_t sent[4 + 256 + 2 * 128]; /* the outer frames of the last STACK record this thread sent (sampler.c) */
 };
 struct scratch *scratch_get(void); /* NULL: none can be had, the sample is dropped */
 

@@ -157,8 +157,9 @@ type stream struct {
 	// nativeIDs and nativeClasses hold native when frames are left out.
 	nativeIDs     []uint64
 	nativeClasses []stack.Class
-	refs          []refSlot // by the slot of a STACK record's ref
-	badRefs       uint64    // ALLOCs naming a ref no STACK record defined
+	refs          []refSlot   // by the slot of a STACK record's ref
+	bases         threadBases // each thread's latest STACK record, the base of its next delta
+	badRefs       uint64      // ALLOCs naming a ref no STACK record defined
 
 	host       int       // heaplens's pid of the process (hdr.PID is its own); 0 if it ended before it was found
 	exitMark   *uint64   // the status the process passed to exit(), if it did

@@ -32,6 +32,18 @@ func (r *refSlot) stack(gen uint32) uint64 {
 
 // stackRecord notes the stack that later ALLOCs name by rec.Ref.
 func (c *Collector) stackRecord(s *stream, rec *ring.Record) error {
+	if s.refs == nil {
+		s.refs = make([]refSlot, ring.StackRefs)
+	}
+	r := &s.refs[rec.Ref%ring.StackRefs]
+	if s.bases.rebuild(rec) != nil {
+		// Not a wrong stack: the ALLOCs naming this ref find none (badRefs).
+		s.r.Malformed++
+		r.gen[1], r.sid[1] = r.gen[0], r.sid[0]
+		r.gen[0], r.sid[0] = rec.Ref/ring.StackRefs, 0
+		return nil
+	}
+	s.bases.note(rec)
 	// Not through the raw cache: the library sends a STACK record for a
 	// stack its table does not hold, so the agent has (almost) never seen
 	// its frames (py_torch at --rate 1: 1.38 M STACK records, 1.38 M
@@ -44,10 +56,6 @@ func (c *Collector) stackRecord(s *stream, rec *ring.Record) error {
 	if err != nil {
 		return err
 	}
-	if s.refs == nil {
-		s.refs = make([]refSlot, ring.StackRefs)
-	}
-	r := &s.refs[rec.Ref%ring.StackRefs]
 	r.gen[1], r.sid[1] = r.gen[0], r.sid[0]
 	r.gen[0], r.sid[0] = rec.Ref/ring.StackRefs, sid
 	return nil

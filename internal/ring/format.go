@@ -49,12 +49,18 @@ const (
 	AllocMethodShift = 8 // flags bits 8..10: the origin method (Origin*)
 	AllocStackRef    = 8 // the last word is the ref of a STACK record; no frames follow
 
+	// StackDelta, a STACK record's flag: word 3 is K | J<<16 | base ref<<32,
+	// and the record's frames are the inner ones before the outer K native
+	// and J Python frames of its thread's previous STACK record.
+	StackDelta = 2
+
 	// A STACK ref is a slot below StackRefs and the slot's generation,
 	// slot | generation<<14, below MaxStackRef.
 	StackRefs   = 16384
 	MaxStackRef = StackRefs << 15
 
-	MaxFrames = 4096 // native frames the library records at most; deeper stacks are cut (Record.Truncated)
+	MaxFrames   = 4096 // native frames the library records at most; deeper stacks are cut (Record.Truncated)
+	MaxPyFrames = 1024 // Python frames the library records at most (HL_MAX_PYFRAMES)
 
 	// How an allocation's origin was decided (docs/ring-format.md, "Thread pools").
 	OriginSelf   = 0

@@ -119,9 +119,17 @@ type Record struct {
 	// with HasRef, the STACK record that holds its stack (no Frames, no Py).
 	Ref    uint32
 	HasRef bool
-	Method uint8    // ALLOC: how the origin was decided (Origin*)
-	Value  uint64   // MARK: its value (the exit status for MarkExit)
-	Malloc Mallinfo // MALLINFO: what glibc's malloc holds
+	// Base: on a STACK record with StackDelta, the outer frames that follow
+	// Frames and Py are the outermost BaseNative and BasePy frames of the
+	// previous STACK record of the thread TID, whose ref is BaseRef
+	// (docs/ring-format.md, "Stacks by reference"); collect rebuilds them.
+	Delta      bool
+	BaseNative int
+	BasePy     int
+	BaseRef    uint32
+	Method     uint8    // ALLOC: how the origin was decided (Origin*)
+	Value      uint64   // MARK: its value (the exit status for MarkExit)
+	Malloc     Mallinfo // MALLINFO: what glibc's malloc holds
 }
 
 // Mallinfo is glibc's mallinfo2 as a MALLINFO record carries it.
@@ -414,7 +422,19 @@ func (r *Ring) decode(rec *Record, hdr uint64, w []uint64) error {
 			}
 			rec.Ref = uint32(w[0])
 			npy, flags = int(w[1]>>48), uint32(w[1]>>32)&0xffff
+			rec.TID = uint32(w[1])
 			head = 2
+			if flags&StackDelta != 0 {
+				if len(w) < 3 || rec.TID == 0 {
+					return fmt.Errorf("STACK delta in %d words, thread %d", len(w), rec.TID)
+				}
+				k, j, base := int(w[2]&0xffff), int(w[2]>>16&0xffff), w[2]>>32
+				if k+count > MaxFrames || j+npy > MaxPyFrames || base >= MaxStackRef {
+					return fmt.Errorf("STACK delta of %d+%d frames, %d+%d Python frames, base %d", count, k, npy, j, base)
+				}
+				rec.Delta, rec.BaseNative, rec.BasePy, rec.BaseRef = true, k, j, uint32(base)
+				head = 3
+			}
 		case RecOrigin:
 			npy = int(w[2] >> 48)
 			flags = uint32(w[2]>>32) & 0xffff

@@ -300,6 +300,20 @@ func FuzzDecode(f *testing.F) {
 	f.Add(uint64(RecFree), uint64(0), uint64(FuncMunmap), make([]byte, 32))
 	f.Add(uint64(RecMallinfo), uint64(0), uint64(0), make([]byte, 48))
 	f.Add(uint64(RecStack), uint64(1), uint64(0), make([]byte, 40))
+	// STACK deltas (StackDelta): well-formed, counts past the limits, no tid.
+	stackSeed := func(count uint64, w ...uint64) {
+		b := make([]byte, 8*len(w))
+		for i, x := range w {
+			binary.LittleEndian.PutUint64(b[8*i:], x)
+		}
+		f.Add(uint64(RecStack), count, uint64(0), b)
+	}
+	stackSeed(1, 5, 9|StackDelta<<32|1<<48, 3|2<<16|4<<32, 0x401000, 0xc0de, 5)
+	stackSeed(0, 5, 9|StackDelta<<32, MaxFrames|0<<16)
+	stackSeed(1, 5, 9|StackDelta<<32, MaxFrames|0<<16, 0x401000)
+	stackSeed(0, 5, 9|StackDelta<<32|1<<48, MaxPyFrames<<16, 0xc0de, 5)
+	stackSeed(0, 5, StackDelta<<32, 1)
+	stackSeed(0, 5, 9|StackDelta<<32, 1|uint64(MaxStackRef)<<32)
 	f.Fuzz(func(t *testing.T, typ, count, fn uint64, b []byte) {
 		words := make([]uint64, len(b)/8)
 		for i := range words {
@@ -353,6 +367,47 @@ func TestDrainStackRefs(t *testing.T) {
 	}
 	if plain.HasRef || len(plain.Frames) != 1 || plain.Frames[0] != 0x403000 {
 		t.Errorf("ALLOC with its own stack decoded as %+v", plain)
+	}
+}
+
+// STACK records sent as deltas (docs/ring-format.md, "Stacks by
+// reference"): the counts, bounded by the record and the limits.
+func TestDecodeStackDelta(t *testing.T) {
+	tests := []struct {
+		name    string
+		count   uint64
+		w       []uint64
+		wantErr bool
+		k, j    int
+		base    uint32
+	}{
+		{"whole, with its thread", 1, []uint64{5, 9 | 1<<48, 0x401000, 0xc0de, 5}, false, 0, 0, 0},
+		{"delta", 1, []uint64{5, 9 | StackDelta<<32 | 1<<48, 3 | 2<<16 | 4<<32, 0x401000, 0xc0de, 5}, false, 3, 2, 4},
+		{"delta of nothing new", 0, []uint64{5, 9 | StackDelta<<32, MaxFrames | MaxPyFrames<<16 | (MaxStackRef-1)<<32}, false, MaxFrames, MaxPyFrames, MaxStackRef - 1},
+		{"no delta word", 0, []uint64{5, 9 | StackDelta<<32}, true, 0, 0, 0},
+		{"no thread", 0, []uint64{5, StackDelta << 32, 1}, true, 0, 0, 0},
+		{"native frames past MaxFrames", 1, []uint64{5, 9 | StackDelta<<32, MaxFrames, 0x401000}, true, 0, 0, 0},
+		{"Python frames past the limit", 0, []uint64{5, 9 | StackDelta<<32 | 1<<48, MaxPyFrames << 16, 0xc0de, 5}, true, 0, 0, 0},
+		{"base ref out of range", 0, []uint64{5, 9 | StackDelta<<32, 1 | uint64(MaxStackRef)<<32}, true, 0, 0, 0},
+		{"frames past the record", 2, []uint64{5, 9 | StackDelta<<32, 1, 0x401000}, true, 0, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r Ring
+			var rec Record
+			hdr := 8*uint64(len(tt.w)+1) | RecStack<<32 | tt.count<<48
+			err := r.decode(&rec, hdr, tt.w)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("decode: %v, want error %v", err, tt.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if rec.TID != 9 || rec.Ref != 5 || rec.Delta != (tt.w[1]>>32&StackDelta != 0) ||
+				rec.BaseNative != tt.k || rec.BasePy != tt.j || rec.BaseRef != tt.base || len(rec.Frames) != int(tt.count) {
+				t.Errorf("decoded %+v", rec)
+			}
+		})
 	}
 }
 
