@@ -38,6 +38,7 @@
 #include "boot.h"
 #include "core.h"
 #include "heapstats.h"
+#include "scratch.h"
 #include "hooks.h"
 #include "modules.h"
 #include "pools.h"
@@ -261,6 +262,7 @@ __attribute__((constructor)) static void heaplens_attach_load(void)
 	allocapi_route_all();
 	allocapi_started();
 	heapstats_init();
+	scratch_init();
 	stacks_init();
 	pools_init();
 	py_detect();

@@ -21,7 +21,6 @@ struct blockset {
 	uint64_t *table[BLOCKSET_LEVELS];
 	uint32_t bits[BLOCKSET_LEVELS];
 	uint32_t levels; /* published with release once table[levels - 1] is there */
-	int growing;
 };
 /* A multiplicative hash of the address's low 32 bits: blocks near each other spread over the filter. */
 static inline uint32_t blockset_filter_at(const void *p)

@@ -22,6 +22,7 @@
 #include "boot.h"
 #include "core.h"
 #include "heapstats.h"
+#include "scratch.h"
 #include "hooks.h"
 #include "limits.h"
 #include "modules.h"
@@ -263,6 +264,7 @@ void init_global(void)
 	g.find_object = (int (*)(void *, struct dl_find_object *))dlsym(RTLD_DEFAULT, "_dl_find_object");
 	find_allocator();
 	heapstats_init();
+	scratch_init();
 	if (!RELAXED(g.sandboxed)) /* getrlimit, and libgcc's first lookup: new system calls under a filter */
 		stacks_init();
 	if (g.dir && !g.sanitized && !RELAXED(g.sandboxed) && (g.follow || (uint64_t)getppid() == agent)) {

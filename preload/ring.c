@@ -113,6 +113,13 @@ void ring_back_all(void)
 }
 
 /*
+ * head was read before the agent moved tail past it (the thread was
+ * preempted between the two loads while others wrote and the agent read):
+ * head - tail would wrap and look like a full ring, a drop at any size.
+ */
+#define STALE(head, tail) ((int64_t)((head) - (tail)) < 0)
+
+/*
  * Until backed reaches the ring size, positions are offsets (the ring has not
  * wrapped), so [head, head + len) is writable iff head + len <= backed.
  * ring_reserve near (or past) the end of what is backed: grows it first.
@@ -123,6 +130,10 @@ static COLD int reserve_growing(uint64_t len, uint64_t *pos)
 	uint64_t head = __atomic_load_n(&h->head, __ATOMIC_RELAXED);
 	for (;;) {
 		uint64_t tail = __atomic_load_n(&h->tail, __ATOMIC_ACQUIRE);
+		if (unlikely(STALE(head, tail))) {
+			head = __atomic_load_n(&h->head, __ATOMIC_RELAXED);
+			continue;
+		}
 		if (head + len - tail > g.ring_size || head + len > grow(h, head + len))
 			return 0;
 		if (__atomic_compare_exchange_n(&h->head, &head, head + len, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
@@ -139,8 +150,12 @@ int ring_reserve(uint64_t len, uint64_t *pos)
 	uint64_t head = __atomic_load_n(&h->head, __ATOMIC_RELAXED);
 	for (;;) {
 		uint64_t tail = __atomic_load_n(&h->tail, __ATOMIC_ACQUIRE);
-		if (head + len - tail > g.ring_size)
-			return 0;
+		if (unlikely(head + len - tail > g.ring_size)) {
+			if (!STALE(head, tail))
+				return 0;
+			head = __atomic_load_n(&h->head, __ATOMIC_RELAXED);
+			continue;
+		}
 		if (unlikely(head + len > __atomic_load_n(&g.grow_at, __ATOMIC_ACQUIRE)))
 			return reserve_growing(len, pos);
 		if (__atomic_compare_exchange_n(&h->head, &head, head + len, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))

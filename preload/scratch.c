@@ -30,7 +30,9 @@ static void release(void *s)
 	syscall(SYS_munmap, s, sizeof(struct scratch));
 }
 
-/* Without a key the memory would outlive its thread: then no thread gets any. */
+/* Without a key the memory would outlive its thread: then no thread gets any.
+ * A thread that finds another making it drops its sample rather than wait:
+ * scratch_init makes it before the program's threads can ask at once. */
 static int key_ready(void)
 {
 	int s = __atomic_load_n(&key_state, __ATOMIC_ACQUIRE);
@@ -40,6 +42,8 @@ static int key_ready(void)
 	}
 	return s == KEY_READY;
 }
+
+void scratch_init(void) { (void)key_ready(); }
 
 COLD struct scratch *scratch_get(void)
 {

@@ -23,6 +23,7 @@ struct scratch {
 	uint64_t sent[4 + 256 + 2 * 128]; /* the outer frames of the last STACK record this thread sent (sampler.c) */
 };
 struct scratch *scratch_get(void); /* NULL: none can be had, the sample is dropped */
+void scratch_init(void);           /* from init_global: the key, before any thread's first sample */
 
 #pragma GCC visibility pop
 
