@@ -147,13 +147,10 @@ type stream struct {
 	// later).
 	raw    *rawCache[uint64]
 	rawBuf []byte
-	// runs are the native parts nativeFrames resolved last, whose outer
-	// frames the next one reuses (nextRun: the oldest); spareRun and
-	// native its scratch.
-	runs     [recentRuns]frameRun
-	nextRun  int
-	spareRun frameRun
-	native   nativeStack
+	// natives are the native parts nativeFrames resolved last, whose
+	// outer frames the next one reuses; native is its answer.
+	natives recent[uint64]
+	native  nativeStack
 	// nativeIDs and nativeClasses hold native when frames are left out.
 	nativeIDs     []uint64
 	nativeClasses []stack.Class

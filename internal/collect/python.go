@@ -22,23 +22,14 @@ type pyStream struct {
 	at  map[pyPosKey]uint64
 	ids []uint64 // mergePython's scratch: a sample's Python Locations
 	// runs are the latest samples' Python frames and their Locations (0:
-	// of unknown code), whose outer ones the next reuses (next: the
-	// oldest); spare is mergePython's scratch.
-	runs    [recentRuns]pyRun
-	next    int
-	spare   pyRun
+	// of unknown code), whose outer ones the next reuses.
+	runs    recent[ring.PyFrame]
 	unknown []int      // mergePython's scratch: the frames whose code is not known
 	acts    [][]uint64 // and its activations, slices of ids
 	// parts are the interpreter's eval code outside its named function
 	// (evalParts), known once partsKnown.
 	parts      []unwind.Range
 	partsKnown bool
-}
-
-// pyRun is one sample's Python frames and their Locations.
-type pyRun struct {
-	frames []ring.PyFrame
-	ids    []uint64
 }
 
 type pyPosKey struct {
@@ -199,26 +190,8 @@ func (c *Collector) mergePython(s *stream, dst []uint64, native *nativeStack, py
 	// Locations, if their code was known (an unknown code's frame gets
 	// another Location once its code comes): those of the one that shares
 	// most, as the threads of a pool interleave their samples.
-	n := len(py)
-	best, same := 0, 0
-	for j := range recentRuns { // the latest first
-		i := (s.py.next + recentRuns - 1 - j) % recentRuns
-		r := &s.py.runs[i]
-		m := len(r.frames)
-		// One that shares no more than the best so far differs at its depth.
-		if same >= n || same >= m || py[n-1-same] != r.frames[m-1-same] || r.ids[m-1-same] == 0 {
-			continue
-		}
-		k := 0
-		for k < n && k < m && py[n-1-k] == r.frames[m-1-k] && r.ids[m-1-k] != 0 {
-			k++
-		}
-		if k > same {
-			best, same = i, k
-		}
-	}
-	prevIDs := s.py.runs[best].ids
-	m := len(prevIDs)
+	prev, same := s.py.runs.mostShared(py, true)
+	n, m, prevIDs := len(py), len(prev.ids), prev.ids
 	start := 0
 	s.py.unknown = s.py.unknown[:0]
 	for i, f := range py {
@@ -244,14 +217,12 @@ func (c *Collector) mergePython(s *stream, dst []uint64, native *nativeStack, py
 		acts = append(acts, ids[start:])
 	}
 	s.py.ids, s.py.acts = ids, acts
-	run := &s.py.spare
+	run := &s.py.runs.spare
 	run.frames = append(run.frames[:0], py...)
 	run.ids = append(run.ids[:0], ids...)
 	for _, i := range s.py.unknown {
 		run.ids[i] = 0 // not to be reused
 	}
-	old := &s.py.runs[s.py.next]
-	*old, *run = *run, *old
-	s.py.next = (s.py.next + 1) % recentRuns
+	s.py.runs.push()
 	return stack.MergePython(dst, native.ids, native.classes, acts, c.NativePythonInternals), len(s.py.unknown) == 0, nil
 }

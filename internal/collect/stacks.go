@@ -50,9 +50,6 @@ func (c *Collector) stackRecord(s *stream, rec *ring.Record) error {
 	// different; the cache found 3.5 k of them, and cost a fifth of the
 	// agent's time hashing and copying the others).
 	sid, _, err := c.mergeStack(s, rec)
-	if err == nil && s.own != nil {
-		s.seeStack(sid, rec.Frames)
-	}
 	if err != nil {
 		return err
 	}
@@ -79,9 +76,6 @@ func (c *Collector) stack(s *stream, rec *ring.Record) (uint64, error) {
 		return sid, nil
 	}
 	sid, known, err := c.mergeStack(s, rec)
-	if err == nil && s.own != nil {
-		s.seeStack(sid, rec.Frames)
-	}
 	if err != nil || !known {
 		return sid, err
 	}
@@ -117,7 +111,8 @@ func rawStack(b []byte, rec *ring.Record) []byte {
 }
 
 // mergeStack writes (once) the stack of rec: its native frames' Locations,
-// interleaved with its Python frames', cut at the root if the library did.
+// interleaved with its Python frames', cut at the root if the library did;
+// and notes whether it passes through the program's own allocator.
 // known says whether the code of every Python frame was known: if not, the
 // same frames name another stack once it is.
 func (c *Collector) mergeStack(s *stream, rec *ring.Record) (sid uint64, known bool, err error) {
@@ -154,6 +149,9 @@ func (c *Collector) mergeStack(s *stream, rec *ring.Record) (sid uint64, known b
 			return 0, false, err
 		}
 	}
+	if s.own != nil {
+		s.seeStack(sid, rec.Frames)
+	}
 	return sid, known, nil
 }
 
@@ -163,18 +161,6 @@ type nativeStack struct {
 	ids     []uint64
 	classes []stack.Class
 }
-
-// frameRun is a native stack as nativeFrames resolved it, frame by frame
-// (ID 0: the library's own frame).
-type frameRun struct {
-	pcs, ids []uint64
-	classes  []stack.Class
-}
-
-// recentRuns is how many of the stream's latest native stacks nativeFrames
-// looks for shared outer frames in: STACK records do not say their thread,
-// and the threads of a pool interleave theirs.
-const recentRuns = 4
 
 // nativeFrames returns the native part of a stack of frames, valid until
 // the next call. It mostly shares its outer frames with one of the
@@ -187,27 +173,10 @@ const recentRuns = 4
 // 1-2 KB per stack, than it saved (py_sklearn at --rate 1: 117 native frames
 // a stack).
 func (c *Collector) nativeFrames(s *stream, frames []uint64) (*nativeStack, error) {
-	n := len(frames)
-	best, same := 0, 0
-	for j := range recentRuns { // the latest first
-		i := (s.nextRun + recentRuns - 1 - j) % recentRuns
-		pcs := s.runs[i].pcs
-		m := len(pcs)
-		// One that shares no more than the best so far differs at its depth.
-		if same >= n || same >= m || frames[n-1-same] != pcs[m-1-same] {
-			continue
-		}
-		k := 0
-		for k < n && k < m && frames[n-1-k] == pcs[m-1-k] {
-			k++
-		}
-		if k > same {
-			best, same = i, k
-		}
-	}
-	prev, run := &s.runs[best], &s.spareRun
-	m := len(prev.pcs)
-	run.pcs = append(run.pcs[:0], frames...)
+	prev, same := s.natives.mostShared(frames, false)
+	run := &s.natives.spare
+	n, m := len(frames), len(prev.frames)
+	run.frames = append(run.frames[:0], frames...)
 	run.ids = grow(run.ids, n)
 	run.classes = grow(run.classes, n)
 	copy(run.ids[n-same:], prev.ids[m-same:]) // the shared outer frames
@@ -224,7 +193,7 @@ func (c *Collector) nativeFrames(s *stream, frames []uint64) (*nativeStack, erro
 		run.ids[i], run.classes[i] = l.id, l.class
 	}
 	// The library's own frames left out; mostly there are none, and the
-	// run itself is the answer (it lives in s.runs until recentRuns calls on).
+	// run itself is the answer (it lives in s.natives until recentRuns calls on).
 	ns := &s.native
 	ns.ids, ns.classes = run.ids, run.classes
 	if slices.Contains(run.ids, 0) {
@@ -237,10 +206,7 @@ func (c *Collector) nativeFrames(s *stream, frames []uint64) (*nativeStack, erro
 		}
 		s.nativeIDs, s.nativeClasses = ns.ids, ns.classes
 	}
-	// The new run replaces the oldest (prev was read already).
-	old := &s.runs[s.nextRun]
-	*old, *run = *run, *old
-	s.nextRun = (s.nextRun + 1) % recentRuns
+	s.natives.push() // prev was read already
 	return ns, nil
 }
 
