@@ -14,9 +14,10 @@
  * skipped: clearing a deleted slot whose next one looked empty lost blocks
  * when another thread filled that next one meanwhile (its free then went
  * unseen: a sampled block reported live at --rate 1, 1 run in ~10 of
- * test/workloads/stress.c). Inserts reuse deleted slots. When a block finds no room in its probe window the set
- * grows by a level four times larger (at most LEVELS): older levels are
- * still searched, newest first, so nothing moves. In front sits a filter
+ * test/workloads/stress.c). Inserts reuse deleted slots. When a block
+ * finds no room in its probe window the set grows by a level four times
+ * larger (at most LEVELS): older levels are still searched, newest first,
+ * so nothing moves. In front sits a filter
  * of saturating byte counters indexed by another hash of the address:
  * freeing an unsampled block costs a multiply, a shift, one byte load and
  * a branch (blockset_maybe). With a few hundred blocks in the set, that

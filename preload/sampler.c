@@ -319,9 +319,9 @@ static uint64_t stack_slot[HL_STACK_REFS];
 static int stacks_used;
 
 /*
- * The thread's last STACK record, in scratch->sent: the ring it went to (0:
- * none), its tid, n | p << 32, its ref, then the outermost n (at most
- * SENT_NATIVE) of its native frames and, at SENT_PY, the outermost p (at
+ * The thread's last STACK record, in scratch->sent (scratch.h): the ring
+ * it went to (0: none), its tid, n | p << 32, its ref, then the outermost
+ * n (at most SENT_NATIVE) of its native frames and, at SENT_PY, the outermost p (at
  * most SENT_PYFRAMES) of its Python frames, leaf first; only outer frames
  * are ever compared. A new stack sends only the inner frames that differ
  * from them and names the record by tid and ref (HL_STACK_DELTA): the agent
@@ -330,11 +330,6 @@ static int stacks_used;
  * thread's scratch is its own, fresh (zero) when it starts and forgotten at
  * fork, so while it lives no other thread sends a STACK record with its tid.
  */
-#define SENT_NATIVE 256
-#define SENT_PYFRAMES 128
-#define SENT_FRAMES 4
-#define SENT_PY (SENT_FRAMES + SENT_NATIVE)
-_Static_assert(sizeof(((struct scratch *)0)->sent) == 8 * (SENT_PY + 2 * SENT_PYFRAMES), "scratch.h: sent");
 
 /* Sends the taken stack as a STACK record in slot i, which this thread holds (BUSY); old is what it held. */
 static int64_t send_stack(struct hl_ring_header *h, uint32_t i, uint64_t key, uint64_t old, uint32_t flags)

@@ -1,9 +1,10 @@
 /*
  * A thread's working memory for taking a sample: the native frames, the
  * Python frames, the unwind rule cache and the last stack sent, about
- * 60 KiB. It is not in the thread-local block: glibc carves static TLS out of every new thread's
- * stack, so 60 KiB there would make pthread_create fail for the 16 KiB
- * stacks programs may ask for (docs/preload-safety.md). It is mapped on
+ * 60 KiB. It is not in the thread-local block: glibc carves static TLS
+ * out of every new thread's stack, so 60 KiB there would make
+ * pthread_create fail for the 16 KiB stacks programs may ask for
+ * (docs/preload-safety.md). It is mapped on
  * the thread's first sample, with the system call itself (no lock, no
  * hook), and unmapped when the thread ends, by a thread-specific key's
  * destructor. A thread that cannot get it drops its samples, counted.
@@ -30,9 +31,11 @@ static void release(void *s)
 	syscall(SYS_munmap, s, sizeof(struct scratch));
 }
 
-/* Without a key the memory would outlive its thread: then no thread gets any.
- * A thread that finds another making it drops its sample rather than wait:
- * scratch_init makes it before the program's threads can ask at once. */
+/*
+ * Without a key the memory would outlive its thread: then no thread gets
+ * any. A thread that finds another making it drops its sample rather than
+ * wait: scratch_init makes it before the program's threads can ask at once.
+ */
 static int key_ready(void)
 {
 	int s = __atomic_load_n(&key_state, __ATOMIC_ACQUIRE);
