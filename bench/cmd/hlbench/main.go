@@ -49,6 +49,7 @@ func realMain(args []string) int {
 	fs.BoolVar(&x.Scale, "scale", true, "compare: run the scale measurements")
 	fs.BoolVar(&x.Accuracy, "accuracy", true, "compare: run --rate 1 and the accuracy section (small sizes)")
 	fs.BoolVar(&x.Instructions, "instructions", true, "compare: count the target's instructions under callgrind, bare and under heaplens (small sizes)")
+	fs.IntVar(&x.Layouts, "layouts", x.Layouts, "compare: count a Python workload's sampling cost in this many address layouts (ring sizes: what is mapped after the ring moves) and judge its median")
 	fs.BoolVar(&x.Exact, "exact", true, "compare: --rate 1 against memray --native --trace-python-allocators on the Python workloads (needs -peers)")
 	fs.BoolVar(&x.Overhead, "overhead", true, "compare: run the overhead and accuracy sections (false: instructions, exact mode and scale only)")
 	fs.BoolVar(&x.Peers, "peers", true, "compare: run heaptrack and memray (false: bare and heaplens only, for A/B runs of heaplens builds)")

@@ -71,6 +71,9 @@ type Options struct {
 	Peers    bool            // heaptrack and memray configurations
 	// Instructions counts the target's instructions under callgrind.
 	Instructions bool
+	// Layouts is how many address layouts a Python workload's sampling
+	// cost is counted in (InstrResult.Layouts); at least 1.
+	Layouts int
 	// Exact compares --rate 1 with memray's like-for-like mode.
 	Exact bool
 	// Overhead runs the overhead and accuracy sections.
@@ -78,7 +81,7 @@ type Options struct {
 }
 
 // DefaultOptions runs everything.
-var DefaultOptions = Options{Scale: true, Accuracy: true, Peers: true, Instructions: true, Exact: true, Overhead: true}
+var DefaultOptions = Options{Scale: true, Accuracy: true, Peers: true, Instructions: true, Layouts: 5, Exact: true, Overhead: true}
 
 type options struct {
 	harness.Common

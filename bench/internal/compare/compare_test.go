@@ -292,3 +292,30 @@ func TestInterpreterOf(t *testing.T) {
 		t.Errorf("interpreterOf = %d, want 650", got)
 	}
 }
+
+// The per-sample figure and verdict are the layouts' medians: one layout
+// where pymalloc's count moved by thousands a sample does not decide it.
+func TestLayoutMedians(t *testing.T) {
+	bare := InstrCount{Instructions: 1_000_000_000}
+	count := func(total, interp uint64) InstrCount { return InstrCount{Instructions: total, Interpreter: interp} }
+	floor := count(1_100_000_000, 900_000_000)
+	r := &InstrResult{}
+	for _, c := range []struct {
+		hl, interp uint64
+		samples    int
+	}{
+		{1_100_400_000, 900_000_000, 100}, // 4,000 a sample, all the library's
+		{1_100_800_000, 900_400_000, 100}, // 8,000: pymalloc's count moved by 400 k
+		{1_100_390_000, 899_990_000, 98},  // 3,979
+	} {
+		r.Layouts = append(r.Layouts, layoutCost("", c.samples, bare, floor, count(c.hl, c.interp), true))
+	}
+	r.medians()
+	if r.Samples != 100 || math.Round(r.PerSample) != 4000 || math.Round(r.PerSampleApart) != 4000 || r.samplingGoal() != "met" {
+		t.Errorf("medians: %d samples, %.0f a sample (%.0f apart), %s; want 100, 4000 (4000), met",
+			r.Samples, r.PerSample, r.PerSampleApart, r.samplingGoal())
+	}
+	if got := r.perSampleRange(); got != "3980–8000" {
+		t.Errorf("range %q, want 3980–8000", got)
+	}
+}
