@@ -28,6 +28,7 @@ type exactBlocks struct {
 	// ignores the rest (heap.match); only the count of ignored frees is
 	// lost.
 	full bool
+	max  int // maxExactSlots, but in tests
 }
 
 // pymemBit marks a block allocated through a PyMem domain. Addresses are
@@ -40,7 +41,7 @@ const maxExactSlots = 1 << 25
 
 func newExactBlocks() *exactBlocks {
 	const bits = 12
-	return &exactBlocks{slots: make([]uint64, 1<<bits), shift: 64 - bits}
+	return &exactBlocks{slots: make([]uint64, 1<<bits), shift: 64 - bits, max: maxExactSlots}
 }
 
 func (b *exactBlocks) home(addr uint64) int { return int(addr * 0x9e3779b97f4a7c15 >> b.shift) }
@@ -79,7 +80,7 @@ func (b *exactBlocks) alloc(addr uint64, pymem bool) {
 }
 
 func (b *exactBlocks) grow() {
-	if 2*len(b.slots) > maxExactSlots {
+	if 2*len(b.slots) > b.max {
 		b.full, b.slots, b.n = true, nil, 0
 		return
 	}
