@@ -40,15 +40,23 @@ static COLD int forget(void *p)
 {
 	if (in_boot(p))
 		return 0;
-	if (blockset_take(&sampled_blocks, p) >= 0)
+	if (EXACT())
+		record_free_any(p, 0);
+	else if (blockset_take(&sampled_blocks, p) >= 0)
 		record_free(p);
 	return 1;
 }
 #define FORGET(p) (likely(!blockset_maybe(&sampled_blocks, p)) || forget(p))
 
-/* The old block's FREE before a resize: -1 if it was not sampled, else its size (capped at 0xffff). */
+/*
+ * The old block's FREE before a resize: -1 if it was not sampled, else its
+ * size (capped at 0xffff); in exact mode, the FREE held (free_hold), which
+ * resized settles.
+ */
 static int64_t resize_take(void *p)
 {
+	if (EXACT())
+		return free_hold(p);
 	if (!p || likely(!blockset_maybe(&sampled_blocks, p)))
 		return -1;
 	int64_t old = blockset_take(&sampled_blocks, p);
@@ -59,8 +67,10 @@ static int64_t resize_take(void *p)
 
 static void *resized(void *p, void *q, size_t n, int64_t old, int func)
 {
+	if (EXACT())
+		free_settle(old, 0, q || !n);
 	if (!q && p && n) { /* failed: the old block lives on */
-		if (old >= 0)
+		if (old >= 0 && !EXACT())
 			blockset_keep(&sampled_blocks, p, (size_t)old, func);
 		return q;
 	}
@@ -125,7 +135,9 @@ static size_t in_place(void *p, size_t n, size_t got, int func)
 {
 	if (got < n)
 		return got;
-	resize_take(p);
+	int64_t old = resize_take(p);
+	if (EXACT())
+		free_settle(old, 0, 1);
 	if (unlikely(sample_now(n)))
 		kept_block(p, n, func);
 	return got;

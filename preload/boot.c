@@ -242,6 +242,7 @@ void init_global(void)
 	g.dir = env_dir();
 	g.rate = env_u64("HEAPLENS_RATE", 1, MAX_RATE, HL_DEFAULT_RATE);
 	g.inv_log_keep = g.rate > 1 ? -1.0 / log1p(-1.0 / (double)g.rate) : 0;
+	g.exact = g.rate == 1;
 	g.seeded = parse_num(getenv("HEAPLENS_SEED"), &g.seed);
 	g.want_size = env_u64("HEAPLENS_RING_SIZE", MIN_RING, MAX_RING, DEFAULT_RING);
 	if (g.want_size & (g.want_size - 1))

@@ -152,6 +152,7 @@ struct hl_global {
 	int follow; /* profile fork and exec children too */
 	int no_python; /* attached with --no-python: no Python frames this session */
 	uint64_t rate;
+	int exact; /* preloaded at --rate 1: no set of sampled blocks, every free is sent (EXACT) */
 	double inv_log_keep; /* 1 / -log(1 - 1/rate): geometric gap scale */
 	uint64_t seed;
 	int seeded;
@@ -234,6 +235,18 @@ static inline void resume_sampling(struct countdown c)
 	tls.busy--;
 	tls.remaining = c.remaining, tls.owed = c.owed;
 }
+
+/*
+ * Exact mode (preloaded, --rate 1): every block is sampled, so the library
+ * keeps no set of them (blockset.c) and sends every free; the agent pairs
+ * each with the block it knows (docs/ring-format.md, "Exact mode").
+ * Attached, sessions may change the rate: the set is always kept.
+ */
+#ifdef HEAPLENS_ATTACH
+#define EXACT() 0
+#else
+#define EXACT() RELAXED(g.exact)
+#endif
 
 uint32_t hl_tid(void);  /* boot.c */
 int64_t now_ns(clockid_t c); /* boot.c */

@@ -21,6 +21,7 @@
 #define HL_FLAG_NO_UNWIND 8u /* a fork child of a thread that was unwinding: no native stacks */
 #define HL_FLAG_ATTACHED 16u /* made by heaplens attach in a running process: sampling began at start_mono_ns */
 #define HL_FLAG_DETACHED 32u /* the attach session ended: nothing more is written */
+#define HL_FLAG_EXACT_FREES 64u /* --rate 1, preloaded: every free is sent (HL_FUNC_FREE_ANY/_PYMEM); the agent pairs them */
 
 #define HL_RESIDENT_BLOCKS 24u /* entries of resident_blocks */
 
@@ -89,7 +90,7 @@ struct hl_ring_header {
  * written last with a release store: until then it reads 0.
  *   bits  0..31 length in bytes, including the header word
  *   bits 32..39 record type (HL_REC_*)
- *   bits 40..47 function (HL_FUNC_*) for ALLOC; for FREE, HL_FUNC_MUNMAP or 0
+ *   bits 40..47 function (HL_FUNC_*) for ALLOC; for FREE, 0, HL_FUNC_MUNMAP or HL_FUNC_FREE_ANY/_PYMEM
  *   bits 48..63 count: frames for ALLOC, segments for MODULE
  */
 #define HL_REC_ALLOC 1u  /* time, addr, size, tid|flags<<32, frames[count] (leaf first) */
@@ -100,6 +101,7 @@ struct hl_ring_header {
 #define HL_REC_MARK 5u   /* time, kind (HL_MARK_*), value */
 #define HL_REC_ORIGIN 6u /* time, token, tid|flags<<32|npy<<48, frames[count], python frames: an origin's stack */
 #define HL_REC_MALLINFO 7u /* time, arena, hblkhd, uordblks, fordblks, keepcost: glibc's mallinfo2 */
+#define HL_REC_VOID 10u  /* time, addr, tid: a FREE withdrawn (its realloc failed); says nothing */
 #define HL_REC_STACK 8u  /* ref, tid|flags<<32|npy<<48, [K|J<<16|base<<32,] frames[count], python frames: the stack later ALLOCs name by ref */
 
 #define HL_MARK_PY_FINALIZING 1u /* the interpreter started shutting down: the program itself is done */
@@ -168,6 +170,8 @@ enum hl_func {
 	HL_FUNC_MREMAP, /* a mapping moved or resized with mremap */
 	HL_FUNC_SBRK,   /* the program grew the break itself */
 	HL_FUNC_MUNMAP, /* FREE only: a range unmapped */
+	HL_FUNC_FREE_ANY,   /* FREE only, HL_FLAG_EXACT_FREES: a free of the malloc family, of a block the agent may not know */
+	HL_FUNC_FREE_PYMEM, /* FREE only, HL_FLAG_EXACT_FREES: the same through a PyMem domain */
 };
 
 /*

@@ -35,7 +35,9 @@ static COLD void free_slow(void *p)
 {
 	if (in_boot(p))
 		return;
-	if (blockset_take(&sampled_blocks, p) >= 0)
+	if (EXACT())
+		record_free_any(p, 0);
+	else if (blockset_take(&sampled_blocks, p) >= 0)
 		record_free(p);
 	NEXT(free)(p);
 }
@@ -78,7 +80,8 @@ EXPORT void *HOOK(calloc)(size_t k, size_t n)
 /*
  * p may be sampled, or the countdown ran out on n (counted: sample_slow
  * decides). A realloc of a sampled block is its FREE, then an ALLOC if the
- * new block is sampled.
+ * new block is sampled. In exact mode every realloc comes here (the
+ * filter is pinned) and p's FREE is sent whether or not it was sampled.
  */
 static COLD void *do_realloc(void *p, size_t n, int func, int counted)
 {
@@ -88,6 +91,12 @@ static COLD void *do_realloc(void *p, size_t n, int func, int counted)
 		if (q)
 			memcpy(q, p, boot_size(p) < n ? boot_size(p) : n);
 		return q;
+	}
+	if (EXACT()) { /* the FREE held over the call: withdrawn if the old block lives on */
+		int64_t held = free_hold(p);
+		void *q = NEXT(realloc)(p, n);
+		free_settle(held, 0, q || !n);
+		return new ? kept_block(q, n, func) : q;
 	}
 	int64_t old = p && blockset_maybe(&sampled_blocks, p) ? blockset_take(&sampled_blocks, p) : -1;
 	if (old < 0 && !new)

@@ -110,7 +110,9 @@ slow:
  */
 static COLD void pm_free_slow(pymem_allocator *prev, void *p)
 {
-	if (p && blockset_take(&objects, p) >= 0)
+	if (EXACT())
+		record_free_any(p, 1);
+	else if (p && blockset_take(&objects, p) >= 0)
 		record_free(p);
 	prev->free(prev->ctx, p);
 }
@@ -132,6 +134,15 @@ static inline __attribute__((always_inline)) void free_body(pymem_allocator *pre
  */
 static COLD void *pm_realloc_slow(pymem_allocator *prev, void *p, size_t n, int counted)
 {
+	if (EXACT()) { /* the FREE held over the call: withdrawn if the old block lives on */
+		int new = counted ? sample_slow(n) : n - 1 < PYMALLOC_MAX && sample_now(n);
+		int64_t held = free_hold(p);
+		void *q = prev->realloc(prev->ctx, p, n);
+		free_settle(held, 1, q != NULL);
+		if (q && new)
+			blockset_keep(&objects, q, n, HL_FUNC_PYMEM_REALLOC);
+		return q;
+	}
 	int64_t old = p ? blockset_take(&objects, p) : -1;
 	int new = counted ? sample_slow(n) : n - 1 < PYMALLOC_MAX && sample_now(n);
 	if (old >= 0)

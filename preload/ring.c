@@ -330,7 +330,7 @@ void ring_create(uint32_t flags, int64_t parent_pid, uint32_t parent_seq)
 	h->cmdline_len = cn > 0 ? (uint32_t)cn : 0;
 	ssize_t el = readlink("/proc/self/exe", h->exe, sizeof h->exe - 1);
 	h->exe_len = el > 0 ? (uint32_t)el : 0;
-	h->flags = flags;
+	h->flags = flags | (EXACT() ? HL_FLAG_EXACT_FREES : 0);
 	h->magic = HL_RING_MAGIC;
 	/* The first free seq from 0: an exec keeps the pid and takes the next. */
 	err = EEXIST;

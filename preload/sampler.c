@@ -554,3 +554,40 @@ COLD void record_free(void *p)
 	errno = saved;
 	put_free(h, p, 0, 0);
 }
+
+/*
+ * Exact mode (EXACT): the FREE of any block p, which the agent pairs with
+ * the block it knows at p, if any (docs/ring-format.md, "Exact mode"),
+ * reserved and written but not committed: the caller commits it with
+ * free_settle once the block is released, or withdraws it if it is not (a
+ * realloc that failed). Reserved before the block is released, it comes
+ * before any ALLOC of a block reusing the address. -1: nothing reserved
+ * (no ring, no session, p NULL, or the ring full: the drop counted).
+ */
+COLD int64_t free_hold(void *p)
+{
+	struct hl_ring_header *h = __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE);
+	if (!p || !h || !RELAXED(g.active))
+		return -1;
+	int saved = errno;
+	py_check_final();
+	uint64_t pos;
+	if (!ring_reserve(32, &pos)) {
+		__atomic_fetch_add(&h->dropped_free, 1, __ATOMIC_RELAXED);
+		errno = saved;
+		return -1;
+	}
+	ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
+	ring_put(pos + 16, (uint64_t)(uintptr_t)p);
+	ring_put(pos + 24, (uint64_t)tid());
+	errno = saved;
+	return (int64_t)pos;
+}
+
+/* Commits free_hold's record as the FREE of a block freed by the malloc family or a PyMem domain, or as a VOID record, which says nothing. */
+COLD void free_settle(int64_t pos, int pymem, int freed)
+{
+	if (pos >= 0)
+		ring_commit((uint64_t)pos, hl_rec_header(32, freed ? HL_REC_FREE : HL_REC_VOID,
+							 freed ? (pymem ? HL_FUNC_FREE_PYMEM : HL_FUNC_FREE_ANY) : 0, 0));
+}

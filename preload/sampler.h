@@ -73,6 +73,10 @@ slow:
 
 void record_alloc(void *p, size_t n, int func);
 void record_free(void *p);
+int64_t free_hold(void *p); /* exact mode: a FREE of p reserved, or -1 */
+void free_settle(int64_t pos, int pymem, int freed); /* commits it (freed) or withdraws it */
+/* Exact mode: the FREE of a block released now. */
+static inline void record_free_any(void *p, int pymem) { free_settle(free_hold(p), pymem, 1); }
 void record_unmap(void *p, size_t n);
 void record_origin(uint64_t token, int walked);
 void stacks_atfork_child(void); /* the stacks sent by ref, forgotten */

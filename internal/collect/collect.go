@@ -158,25 +158,30 @@ type stream struct {
 	bases         threadBases // each thread's latest STACK record, the base of its next delta
 	badRefs       uint64      // ALLOCs naming a ref no STACK record defined
 
-	host       int       // heaplens's pid of the process (hdr.PID is its own); 0 if it ended before it was found
-	exitMark   *uint64   // the status the process passed to exit(), if it did
-	highWater  uint64    // the kernel's high-water mark of its RSS: its exit mark, or the agent's last reading
-	announced  bool      // its Process record is written
-	py         *pyStream // nil when the process runs no Python
-	finalized  bool      // the interpreter started shutting down: the program is done
-	finishedAt int64     // when it did
-	late       uint64    // records after that, left out
-	corrupt    bool      // a record header could not be framed: nothing more is read
-	execd      bool      // its process exec'd an image that has no ring (see Execd)
-	maps       mappings  // its sampled mappings still mapped
-	own        *ownState // an allocator linked into its executable beside malloc, or nil (ownalloc.go)
-	big        bigBlocks // its live sampled blocks of residentMin bytes or more
-	published  uint64    // fingerprint of the big blocks last listed in its ring (publishResident)
+	host       int          // heaplens's pid of the process (hdr.PID is its own); 0 if it ended before it was found
+	exitMark   *uint64      // the status the process passed to exit(), if it did
+	highWater  uint64       // the kernel's high-water mark of its RSS: its exit mark, or the agent's last reading
+	announced  bool         // its Process record is written
+	py         *pyStream    // nil when the process runs no Python
+	finalized  bool         // the interpreter started shutting down: the program is done
+	finishedAt int64        // when it did
+	late       uint64       // records after that, left out
+	corrupt    bool         // a record header could not be framed: nothing more is read
+	execd      bool         // its process exec'd an image that has no ring (see Execd)
+	maps       mappings     // its sampled mappings still mapped
+	own        *ownState    // an allocator linked into its executable beside malloc, or nil (ownalloc.go)
+	big        bigBlocks    // its live sampled blocks of residentMin bytes or more
+	exact      *exactBlocks // exact mode (ring.FlagExactFrees): its live blocks; nil otherwise
+	published  uint64       // fingerprint of the big blocks last listed in its ring (publishResident)
 }
 
 func newStream(name string, r *ring.Ring, h ring.Header) *stream {
-	return &stream{name: name, r: r, hdr: h, host: h.PID, locs: map[uint64]nativeLoc{},
+	s := &stream{name: name, r: r, hdr: h, host: h.PID, locs: map[uint64]nativeLoc{},
 		raw: newRawCache[uint64](maxRawBytes)}
+	if h.ExactFrees {
+		s.exact = newExactBlocks()
+	}
+	return s
 }
 
 type module struct {
@@ -547,6 +552,9 @@ func (c *Collector) drain(s *stream, max int) (int, error) {
 				werr = c.unmap(s, rec)
 				break
 			}
+			if rec.Func != 0 && s.exact != nil && !s.exact.free(rec.Addr, rec.Func) {
+				break // a block it never saw allocated, or a PyMem free whose malloc free follows
+			}
 			c.Frees++
 			delete(s.big, rec.Addr)
 			werr = c.w.Free(&capture.Free{Stream: s.id, TID: rec.TID, TimeNano: rec.TimeNano, Addr: rec.Addr})
@@ -662,8 +670,11 @@ func (c *Collector) alloc(s *stream, rec *ring.Record) error {
 	if s.own != nil {
 		s.seeAlloc(rec, sid)
 	}
-	if capture.MemKind(rec.Func) == capture.MemMmap {
+	switch kind := capture.MemKind(rec.Func); {
+	case kind == capture.MemMmap:
 		s.maps.add(rec.Addr)
+	case s.exact != nil:
+		s.exact.alloc(rec.Addr, kind == capture.MemPyMem)
 	}
 	if rec.Size >= residentMin {
 		if s.big == nil {
@@ -727,6 +738,9 @@ func (c *Collector) end(s *stream, replaced bool) error {
 	if cnt.OMPGuessed > 0 {
 		c.warn("%d OpenMP regions of pid %d called a runtime that heaplens found outside the calling library's scope, "+
 			"which may not be the one it would have used (docs/pool-attribution.md)", cnt.OMPGuessed, s.hdr.PID)
+	}
+	if s.exact != nil {
+		c.exactNote(s)
 	}
 	if s.badRefs > 0 {
 		c.warn("%d sampled allocations of pid %d named a stack that was never sent, and were skipped", s.badRefs, s.hdr.PID)

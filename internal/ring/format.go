@@ -19,6 +19,7 @@ const (
 	FlagNoUnwind       = 8  // forked while another thread was unwinding: no native stacks
 	FlagAttached       = 16 // made by heaplens attach: sampling began at the ring's start
 	FlagDetached       = 32 // the attach session ended: nothing more is written
+	FlagExactFrees     = 64 // exact mode: every free is sent (FuncFreeAny, FuncFreePyMem), the agent pairs them
 
 	// Header allocator_flags.
 	AllocatorGlibc = 1 // the allocator is glibc's: MALLINFO records describe it
@@ -30,8 +31,9 @@ const (
 	RecMark     = 5
 	RecOrigin   = 6
 	RecMallinfo = 7
-	RecStack    = 8 // a stack that later ALLOCs name by its ref (AllocStackRef)
-	RecResident = 9 // at exit(): a listed block's bytes spanned (Size) and resident (Value)
+	RecStack    = 8  // a stack that later ALLOCs name by its ref (AllocStackRef)
+	RecResident = 9  // at exit(): a listed block's bytes spanned (Size) and resident (Value)
+	RecVoid     = 10 // a FREE withdrawn (its realloc failed): says nothing
 
 	MarkPyFinalizing = 1
 	MarkExit         = 2
@@ -42,6 +44,11 @@ const (
 	// FuncMunmap marks a FREE record of a munmap: it carries the length
 	// unmapped (Record.Size) after the tid.
 	FuncMunmap = 16
+	// FuncFreeAny and FuncFreePyMem mark the FREE records of a ring with
+	// FlagExactFrees: a free through the malloc family or a PyMem domain of
+	// a block the agent may never have seen allocated.
+	FuncFreeAny   = 17
+	FuncFreePyMem = 18
 
 	AllocTruncated   = 1
 	AllocPyMem       = 2

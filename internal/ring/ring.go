@@ -35,6 +35,9 @@ type Header struct {
 	NoUnwind bool
 	// Attached: made by heaplens attach in a running process.
 	Attached bool
+	// ExactFrees: every free is sent, of sampled blocks or not
+	// (FuncFreeAny, FuncFreePyMem): the agent keeps the blocks it knows.
+	ExactFrees bool
 	// Allocator is the path of the module whose malloc the hooks call
 	// ("" for the executable), and AllocatorFlags what the library found
 	// out about it (Allocator*).
@@ -226,6 +229,7 @@ func (r *Ring) Header() Header {
 		DataSize:      uint64(len(r.data)),
 		NoUnwind:      flags&FlagNoUnwind != 0,
 		Attached:      flags&FlagAttached != 0,
+		ExactFrees:    flags&FlagExactFrees != 0,
 		ParentPID:     int(int64(le.Uint64(m[offParentPID:]))),
 		ParentSeq:     le.Uint32(m[offParentSeq:]),
 	}
@@ -502,7 +506,7 @@ func (r *Ring) decode(rec *Record, hdr uint64, w []uint64) error {
 		want := 3
 		if rec.Func == FuncMunmap {
 			want = 4
-		} else if rec.Func != 0 {
+		} else if rec.Func != 0 && rec.Func != FuncFreeAny && rec.Func != FuncFreePyMem {
 			return fmt.Errorf("FREE of function %d", rec.Func)
 		}
 		if len(w) != want {

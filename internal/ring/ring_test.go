@@ -467,3 +467,37 @@ func TestDrainNSlices(t *testing.T) {
 		}
 	}
 }
+
+// Exact mode's FREE functions are read as FREEs, a VOID record (a FREE
+// withdrawn) is passed over, and a FREE of a function still unknown is
+// malformed: never read as a free.
+func TestDrainExactFrees(t *testing.T) {
+	w := newWriter(1 << 12)
+	binary.LittleEndian.PutUint32(w.mem[offFlags:], FlagInitDone|FlagExactFrees)
+	w.record(RecFree, FuncFreeAny, 0, []uint64{1, 0x10, 7}, true)
+	w.record(RecVoid, 0, 0, []uint64{2, 0x20, 7}, true)
+	w.record(RecFree, FuncFreePyMem, 0, []uint64{3, 0x30, 7}, true)
+	w.record(RecFree, FuncFreePyMem+1, 0, []uint64{4, 0x40, 7}, true)
+	w.record(RecFree, FuncFreeAny, 0, []uint64{5, 0x50, 7, 8}, true)
+	r, err := Open(w.file(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if !r.Header().ExactFrees {
+		t.Errorf("the header's ExactFrees flag was not read")
+	}
+	var frees []Record
+	for _, rec := range drainAll(t, r) {
+		if rec.Type != RecVoid { // delivered as any record of a type the reader does not know, which the collector passes over
+			frees = append(frees, rec)
+		}
+	}
+	if len(frees) != 2 || frees[0].Type != RecFree || frees[0].Func != FuncFreeAny || frees[0].Addr != 0x10 ||
+		frees[1].Type != RecFree || frees[1].Func != FuncFreePyMem || frees[1].Addr != 0x30 {
+		t.Errorf("delivered %+v, want the FREEs at 0x10 and 0x30", frees)
+	}
+	if r.Malformed != 2 {
+		t.Errorf("Malformed = %d, want 2 (a FREE of function %d, one of 4 words)", r.Malformed, FuncFreePyMem+1)
+	}
+}

@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"fmt"
 	"math"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -188,5 +191,55 @@ func TestReallocShrinkInPlace(t *testing.T) {
 				t.Errorf("shrink_free frees every block but leaks shows %.0f bytes: %v", v, leaks.stacksWith("shrink_free"))
 			}
 		})
+	}
+}
+
+// At --rate 1 the library keeps no set of sampled blocks and sends every
+// free: the agent pairs each with the block it knows. A fork child freeing
+// and reallocating its parent's blocks (never allocated in its profile)
+// must leave them out and count them, and a realloc that fails must leave
+// its block live at its size (test/workloads/exactfrees.c).
+func TestRate1FreesOfUnseenBlocks(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "exactfrees.c")
+	capPath, res := profile(t, dir, []string{"-q", "--rate", "1", "--ring-size", "64MiB"}, bin)
+	if res.code != 0 || res.stdout != "ok\n" {
+		t.Fatalf("heaplens run: exit %d, stdout %q\n%s", res.code, res.stdout, res.stderr)
+	}
+	const parentN, parentSz, freedN, failedSz, childSz = 100, 1000, 30, 777, 2000
+	leaks := report(t, capPath, "leaks")
+	for _, c := range []struct {
+		site string
+		want float64
+	}{
+		{"parent_keep", (parentN - freedN) * parentSz},
+		{"failed_grow", failedSz},
+		{"child_grow", parentN / 2 * childSz},
+		{"child_churn", 0},
+	} {
+		if got := leaks.site(c.site); got != c.want {
+			t.Errorf("%s leaked %.0f bytes, want exactly %.0f: %v", c.site, got, c.want, leaks.stacksWith(c.site))
+		}
+	}
+	c := load(t, capPath)
+	if len(c.Processes) != 2 {
+		t.Fatalf("%d processes, want the parent and its child", len(c.Processes))
+	}
+	child := c.Processes[1]
+	if c.Processes[0].PID == child.PID || child.PPID != c.Processes[0].PID {
+		child = c.Processes[0]
+	}
+	re := regexp.MustCompile(fmt.Sprintf(`^pid %d: (\d+) frees of blocks heaplens never saw allocated were left out`, child.PID))
+	var ignored int
+	for _, n := range c.Notes {
+		if m := re.FindStringSubmatch(n.Text); m != nil {
+			ignored, _ = strconv.Atoi(m[1])
+		}
+	}
+	t.Logf("the child's ignored frees: %d", ignored)
+	// Its frees of the parent's 50 blocks and its reallocs of the other 50;
+	// the C library may free a few blocks of its own start-up too.
+	if ignored < parentN || ignored > parentN+20 {
+		t.Errorf("the child's frees of blocks it never allocated: %d noted, want %d (+ a few of libc's)", ignored, parentN)
 	}
 }
