@@ -58,7 +58,7 @@ func TestRebuildDelta(t *testing.T) {
 			for i := range tt.recs {
 				rec := tt.recs[i]
 				if err = b.rebuild(&rec); err == nil {
-					b.note(&rec)
+					b.note(&rec, &baseMerge{})
 				}
 				if i == len(tt.recs)-1 {
 					if (err != nil) != tt.wantErr {
@@ -80,7 +80,7 @@ func TestThreadBasesBounded(t *testing.T) {
 	frames := make([]uint64, 1000)
 	for tid := uint32(1); tid <= 3*maxBaseThreads; tid++ {
 		rec := ring.Record{TID: tid, Ref: tid % ring.MaxStackRef, Frames: frames[:tid%1000]}
-		b.note(&rec)
+		b.note(&rec, &baseMerge{})
 		if len(b.byTID) > maxBaseThreads || b.words > maxBaseWords {
 			t.Fatalf("after %d threads: %d kept, %d words", tid, len(b.byTID), b.words)
 		}
