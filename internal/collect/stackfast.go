@@ -15,19 +15,24 @@ import (
 // Locations, and where in them the output of each innermost native frame
 // begins: inner[i] for frame i (innermost first, the library's own
 // included), up to and including the innermost eval frame, or one past
-// the outermost frame if there is none. ok is false when a delta cannot
+// the outermost frame if there is none. act0Here says the innermost
+// activation's act0 Python frames' Locations begin at the last of those:
+// that eval frame takes it, or no eval frame takes any (all go to the
+// bottom, after the native frames). ok is false when a delta cannot
 // build on it: its stack was cut, had Python frames of code not known yet
 // (their Locations change when the code comes), or passes through an own
 // allocator's check (seeStack wants the frames).
 type baseMerge struct {
-	ok    bool
-	locs  []uint64
-	inner []int32
+	ok       bool
+	locs     []uint64
+	inner    []int32
+	act0Here bool
+	act0     int32
 }
 
 // set makes m a copy of from.
 func (m *baseMerge) set(from *baseMerge) {
-	m.ok = from.ok
+	m.ok, m.act0Here, m.act0 = from.ok, from.act0Here, from.act0
 	m.locs, m.inner = m.locs[:0], m.inner[:0]
 	if from.ok {
 		m.locs = append(m.locs, from.locs...)
@@ -67,6 +72,36 @@ func (m *baseMerge) innerOf(r *run[uint64], acts int, keepInterp bool) {
 	m.inner = append(m.inner, n)
 }
 
+// pythonOf sets where the innermost activation of a stack just merged
+// whole goes (see stack.MergePython): with evals eval frames and k
+// activations, the innermost eval frame takes the innermost activation
+// if evals <= k; with none, all go to the bottom.
+func (m *baseMerge) pythonOf(r *run[uint64], py []ring.PyFrame) {
+	m.act0Here, m.act0 = false, 0
+	if len(py) == 0 {
+		return
+	}
+	k, a0 := 0, len(py)
+	for i, f := range py {
+		if f.ActivationEnd {
+			if k == 0 {
+				a0 = i + 1
+			}
+			k++
+		}
+	}
+	if !py[len(py)-1].ActivationEnd {
+		k++ // the outermost frames end no activation: MergePython makes them one
+	}
+	evals := 0
+	for _, c := range r.classes {
+		if c&stack.Eval != 0 {
+			evals++
+		}
+	}
+	m.act0Here, m.act0 = evals <= k, int32(a0)
+}
+
 // activations is what stack.Drops needs of a stack's Python frames: 0 if
 // mergeStack merges none (none sent, or a process without Python), else
 // some.
@@ -77,19 +112,40 @@ func activations(s *stream, py []ring.PyFrame) int {
 	return len(py)
 }
 
+// delta is what a delta STACK record changed of its base: its innermost
+// replaced native frames for added new ones, and its innermost replacedPy
+// Python frames for addedPy new ones.
+type delta struct{ replaced, added, replacedPy, addedPy int }
+
 // deltaMerge merges the stack of a delta STACK record, rebuilt whole in
-// rec, from its base t's merge when it can: the delta kept all of t's
-// Python frames, its added new native frames replace t's replaced
-// innermost ones, and none of either is an eval frame (the activations
-// keep their places). ok false: merge it whole.
-func (c *Collector) deltaMerge(s *stream, rec *ring.Record, t *threadBase, replaced, added int) (sid uint64, ok bool, err error) {
+// rec, from its base t's merge when it can: the native frames it changed
+// are below the innermost eval frame and none is an eval frame, and the
+// Python frames it changed are inside the innermost activation, or are
+// all of it, which that eval frame (or the bottom) holds: all activations
+// keep their places. ok false: merge it whole.
+func (c *Collector) deltaMerge(s *stream, rec *ring.Record, t *threadBase, d delta) (sid uint64, ok bool, err error) {
 	b, m := &t.merged, &s.merge
-	if !b.ok || rec.Truncated || s.own != nil || replaced >= len(b.inner) {
+	if !b.ok || rec.Truncated || s.own != nil || d.replaced >= len(b.inner) {
 		return 0, false, nil
+	}
+	newPy := rec.Py[:d.addedPy]
+	if d.replacedPy > 0 || d.addedPy > 0 {
+		// The innermost activation keeps its end frame, or is replaced
+		// whole by one: the activations stay as many, and its Locations go
+		// where its base's went.
+		whole := d.replacedPy == int(b.act0)
+		if !b.act0Here || s.py == nil || d.replacedPy > int(b.act0) || (whole && d.addedPy == 0) {
+			return 0, false, nil
+		}
+		for i, f := range newPy {
+			if f.ActivationEnd != (whole && i == len(newPy)-1) {
+				return 0, false, nil
+			}
+		}
 	}
 	acts := activations(s, rec.Py)
 	m.locs, m.inner = s.locBuf[:0], m.inner[:0]
-	for _, pc := range rec.Frames[:added] {
+	for _, pc := range rec.Frames[:d.added] {
 		l, err := c.nativeLoc(s, pc)
 		if err != nil {
 			return 0, false, err
@@ -99,13 +155,22 @@ func (c *Collector) deltaMerge(s *stream, rec *ring.Record, t *threadBase, repla
 		}
 		m.add(l, acts, c.NativePythonInternals)
 	}
-	from := b.inner[replaced]
+	from, at := b.inner[d.replaced], b.inner[len(b.inner)-1]
 	shift := int32(len(m.locs)) - from
-	for _, o := range b.inner[replaced:] {
+	for _, o := range b.inner[d.replaced:] {
 		m.inner = append(m.inner, o+shift)
 	}
-	m.locs = append(m.locs, b.locs[from:]...)
-	m.ok, s.locBuf = true, m.locs
+	m.locs = append(m.locs, b.locs[from:at]...)
+	for _, f := range newPy {
+		id, known, err := c.pyLocation(s, f)
+		if err != nil || !known { // unknown code: its Location is another once the code comes
+			return 0, false, err
+		}
+		m.locs = append(m.locs, id)
+	}
+	m.locs = append(m.locs, b.locs[int(at)+d.replacedPy:]...)
+	m.ok, m.act0Here, m.act0 = true, b.act0Here, b.act0+int32(d.addedPy-d.replacedPy)
+	s.locBuf = m.locs
 	s.fastStacks++
 	sid, err = c.stackID(s)
 	return sid, err == nil, err

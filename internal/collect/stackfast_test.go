@@ -76,8 +76,9 @@ func clones(recs []*ring.Record) []*ring.Record {
 }
 
 // A delta STACK record that changes only native frames below the innermost
-// eval frame is merged from its base's merge (deltaMerge); every other is
-// merged whole. Either way each ALLOC gets the stack the same records sent
+// eval frame, and Python frames inside the innermost activation, which
+// that eval frame holds, is merged from its base's merge (deltaMerge);
+// every other is merged whole. Either way each ALLOC gets the stack the same records sent
 // whole get, and the fast path is taken exactly where it may be.
 func TestDeltaMerge(t *testing.T) {
 	pc := func(i int, off uint64) uint64 { return testModules[i].bias + off }
@@ -101,6 +102,10 @@ func TestDeltaMerge(t *testing.T) {
 			Frames: frames, Py: py}
 	}
 	n, np := len(baseFrames), len(basePy)
+	// Two Python frames in the innermost activation.
+	basePy2 := append([]ring.PyFrame{py(0xb0, 4, false)}, basePy...)
+	base2 := &ring.Record{Type: ring.RecStack, TID: 7, Ref: 1, Frames: baseFrames, Py: basePy2}
+	np2 := len(basePy2)
 	tests := []struct {
 		name string
 		recs []*ring.Record
@@ -116,9 +121,40 @@ func TestDeltaMerge(t *testing.T) {
 			delta(3, 2, n-1, np, []uint64{pc(1, 0x70), pc(1, 0x74)}, nil),
 			delta(4, 3, n-3, np, []uint64{pc(2, 0x28)}, nil),
 			delta(5, 4, n-2, np, nil, nil)}, 4},
+		{"the innermost Python frame's line changed", []*ring.Record{base2,
+			delta(2, 1, n-2, np2-1, []uint64{pc(1, 0x50)}, []ring.PyFrame{py(0xb0, 12, false)})}, 1},
+		{"Python frames added in the innermost activation", []*ring.Record{base2,
+			delta(2, 1, n, np2, nil, []ring.PyFrame{py(0xa0, 25, false), py(0xc0, 4, false)})}, 1},
+		{"Python deltas on deltas", []*ring.Record{base2,
+			delta(2, 1, n-1, np2-1, []uint64{pc(1, 0x50), pc(1, 0x54)}, []ring.PyFrame{py(0xa0, 25, false), py(0xc0, 4, false)}),
+			delta(3, 2, n-1, np2, []uint64{pc(1, 0x58)}, []ring.PyFrame{py(0xc0, 12, false)}),
+			delta(4, 3, n-2, np2-1, nil, nil),
+			delta(5, 4, n-2, np2-1, nil, []ring.PyFrame{py(0xb0, 25, false)}),
+			delta(6, 5, n-2, np2-2, nil, []ring.PyFrame{py(0xb0, 4, false)})}, 4}, // the last replaces the end frame
+		{"the innermost activation replaced whole", []*ring.Record{base2,
+			delta(2, 1, n-2, np2-2, []uint64{pc(1, 0x50)}, []ring.PyFrame{py(0xb0, 12, false), py(0xa0, 12, true)})}, 1},
+		{"the innermost activation's end frame replaced by one ending none", []*ring.Record{base2,
+			delta(2, 1, n-2, np2-2, []uint64{pc(1, 0x50)}, []ring.PyFrame{py(0xa0, 12, false)})}, 0},
+		{"the innermost activation's end frame replaced by two activations", []*ring.Record{base2,
+			delta(2, 1, n-2, np2-2, []uint64{pc(1, 0x50)}, []ring.PyFrame{py(0xb0, 12, true), py(0xa0, 12, true)})}, 0},
+		{"a new activation", []*ring.Record{base2,
+			delta(2, 1, n-2, np2, []uint64{pc(1, 0x50)}, []ring.PyFrame{py(0xb0, 12, true)})}, 0},
+		{"a new Python frame of unknown code", []*ring.Record{base2,
+			delta(2, 1, n-2, np2-1, []uint64{pc(1, 0x50)}, []ring.PyFrame{py(0xd0, 12, false)})}, 0},
+		{"more eval frames than activations: the innermost takes none", []*ring.Record{
+			{Type: ring.RecStack, TID: 7, Ref: 1, Frames: append([]uint64{pc(1, 0x10), pc(2, 0x830)}, baseFrames...), Py: basePy2},
+			delta(2, 1, n+1, np2-1, []uint64{pc(1, 0x50)}, []ring.PyFrame{py(0xb0, 12, false)}),
+			delta(3, 2, n+1, np2, []uint64{pc(1, 0x54)}, nil),
+			delta(4, 3, n+1, np2-1, []uint64{pc(1, 0x58)}, []ring.PyFrame{py(0xb0, 25, false)})}, 1},
+		{"no eval frame: the innermost Python frame changed", []*ring.Record{
+			{Type: ring.RecStack, TID: 7, Ref: 1, Frames: []uint64{pc(1, 0x10), interp, pc(0, 0x40)}, Py: basePy2},
+			delta(2, 1, 1, np2-1, []uint64{pc(1, 0x50), pc(0, 0x44)}, []ring.PyFrame{py(0xa0, 12, false)}),
+			delta(3, 2, 2, np2-1, nil, []ring.PyFrame{py(0xc0, 12, false)})}, 2},
 		{"an eval frame replaced", []*ring.Record{base, delta(2, 1, n-4, np, []uint64{pc(1, 0x50)}, nil)}, 0},
 		{"an eval frame added", []*ring.Record{base, delta(2, 1, n-2, np, []uint64{pc(1, 0x50), pc(2, 0x830)}, nil)}, 0},
-		{"a Python frame changed", []*ring.Record{base, delta(2, 1, n-2, np-1, []uint64{pc(1, 0x50)}, []ring.PyFrame{py(0xa0, 12, true)})}, 0},
+		{"a one-frame activation replaced", []*ring.Record{base, delta(2, 1, n-2, np-1, []uint64{pc(1, 0x50)}, []ring.PyFrame{py(0xa0, 12, true)})}, 1},
+		{"an outer activation's Python frame changed", []*ring.Record{base, delta(2, 1, n-2, np-2,
+			[]uint64{pc(1, 0x50)}, []ring.PyFrame{py(0xa0, 4, true), py(0xb0, 4, false)})}, 0},
 		{"a Python frame removed", []*ring.Record{base, delta(2, 1, n-2, np-1, []uint64{pc(1, 0x50)}, nil)}, 0},
 		{"cut", []*ring.Record{base, func() *ring.Record {
 			r := delta(2, 1, n-2, np, []uint64{pc(1, 0x50)}, nil)

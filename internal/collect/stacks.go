@@ -37,8 +37,8 @@ func (c *Collector) stackRecord(s *stream, rec *ring.Record) error {
 	}
 	r := &s.refs[rec.Ref%ring.StackRefs]
 	// What a delta keeps of its base, before rebuild makes it whole.
-	delta, added, baseNative, samePy := rec.Delta, len(rec.Frames), rec.BaseNative, len(rec.Py) == 0
-	basePy := rec.BasePy
+	isDelta, baseNative, basePy := rec.Delta, rec.BaseNative, rec.BasePy
+	d := delta{added: len(rec.Frames), addedPy: len(rec.Py)}
 	if s.bases.rebuild(rec) != nil {
 		// Not a wrong stack: the ALLOCs naming this ref find none (badRefs).
 		s.r.Malformed++
@@ -49,8 +49,10 @@ func (c *Collector) stackRecord(s *stream, rec *ring.Record) error {
 	var sid uint64
 	var err error
 	fast := false
-	if t := s.bases.byTID[rec.TID]; delta && samePy && basePy == len(t.py) {
-		sid, fast, err = c.deltaMerge(s, rec, t, len(t.frames)-baseNative, added)
+	if isDelta {
+		t := s.bases.byTID[rec.TID] // rebuild found it
+		d.replaced, d.replacedPy = len(t.frames)-baseNative, len(t.py)-basePy
+		sid, fast, err = c.deltaMerge(s, rec, t, d)
 	}
 	if !fast && err == nil {
 		// Not through the raw cache: the library sends a STACK record for a
@@ -63,6 +65,7 @@ func (c *Collector) stackRecord(s *stream, rec *ring.Record) error {
 		m := &s.merge
 		if m.ok = err == nil && known && !rec.Truncated && s.own == nil; m.ok {
 			m.innerOf(s.natives.latest(), activations(s, rec.Py), c.NativePythonInternals)
+			m.pythonOf(s.natives.latest(), rec.Py)
 			m.locs = s.locBuf
 		}
 	}
