@@ -156,6 +156,9 @@ func (c *Collector) deltaMerge(s *stream, rec *ring.Record, t *threadBase, d del
 		m.add(l, acts, c.NativePythonInternals)
 	}
 	from, at := b.inner[d.replaced], b.inner[len(b.inner)-1]
+	if int(at)+d.replacedPy > len(b.locs) { // cannot be, as baseMerge is made; never read past it
+		return 0, false, nil
+	}
 	shift := int32(len(m.locs)) - from
 	for _, o := range b.inner[d.replaced:] {
 		m.inner = append(m.inner, o+shift)

@@ -2,6 +2,7 @@ package collect
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -233,4 +234,103 @@ func TestDeltaMergeStack(t *testing.T) {
 	if s.fastStacks != 1 || len(got) != 1 || !slices.Equal(got[0], want) {
 		t.Errorf("stacks %v (%d merged from a base's), want [%v] (1)", got, s.fastStacks, want)
 	}
+}
+
+// Threads whose stacks grow and shrink at random (native frames of which
+// some are eval frames, the interpreter's or the library's own; Python
+// frames in activations), each STACK record sent as a delta on the
+// thread's previous one: every ALLOC gets the stack the same records sent
+// whole get, and many deltas (a third with this seed) take the fast path.
+func TestDeltaMergeRandom(t *testing.T) {
+	pc := func(i int, off uint64) uint64 { return testModules[i].bias + off }
+	codes := []uint64{0xa0, 0xb0, 0xc0}
+	var recs []*ring.Record
+	for _, a := range codes {
+		recs = append(recs, &ring.Record{Type: ring.RecCode, Code: &ring.Code{Addr: a, Identity: 1, FirstLine: 100, Minor: 8,
+			FileKind: 1, File: []byte("app.py"), NameKind: 1, Name: fmt.Appendf(nil, "f%x", a), Table: []byte{10, 1, 10, 1}}})
+	}
+	type thread struct {
+		tid    uint32
+		native []uint64 // outermost first
+		py     []ring.PyFrame
+		ref    uint32
+		sent   bool
+		frames []uint64 // its last STACK record, innermost first
+		pyLast []ring.PyFrame
+	}
+	threads := []*thread{{tid: 7}, {tid: 8}, {tid: 9}}
+	for _, th := range threads {
+		th.native = []uint64{pc(0, 0x10), pc(2, 0x820)}
+		th.py = []ring.PyFrame{{Code: 0xa0, Identity: 1, Pos: 4, ActivationEnd: true}}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	frame := func() uint64 {
+		switch rng.IntN(10) {
+		case 0:
+			return pc(2, 0x800+uint64(rng.IntN(4))*4) // an eval frame
+		case 1:
+			return pc(2, uint64(rng.IntN(4))*4+0x40) // the interpreter's
+		case 2:
+			return pc(3, 0x10) // the library's own
+		}
+		return pc(rng.IntN(2), uint64(rng.IntN(16))*4+0x100)
+	}
+	// shared returns how many outermost elements a and b (innermost first) share.
+	shared := func(n, m int, eq func(i, j int) bool) int {
+		k := 0
+		for k < n && k < m && eq(n-1-k, m-1-k) {
+			k++
+		}
+		return k
+	}
+	ref := uint32(0)
+	for i := range 3000 {
+		th := threads[rng.IntN(len(threads))]
+		for range rng.IntN(3) {
+			if len(th.native) > 2 {
+				th.native = th.native[:len(th.native)-1]
+			}
+		}
+		for range rng.IntN(4) {
+			th.native = append(th.native, frame())
+		}
+		switch rng.IntN(4) {
+		case 0: // a frame off the innermost activation
+			if len(th.py) > 1 {
+				th.py = th.py[:len(th.py)-1]
+			}
+		case 1: // one more, in it or a new one
+			th.py = append(th.py, ring.PyFrame{Code: codes[rng.IntN(len(codes))], Identity: 1, Pos: []int64{4, 12, 25}[rng.IntN(3)],
+				ActivationEnd: rng.IntN(3) == 0})
+		case 2: // another line
+			th.py[len(th.py)-1].Pos = []int64{4, 12, 25}[rng.IntN(3)]
+		}
+		native, py := slices.Clone(th.native), slices.Clone(th.py)
+		slices.Reverse(native)
+		slices.Reverse(py)
+		ref++
+		rec := &ring.Record{Type: ring.RecStack, TID: th.tid, Ref: ref, Frames: native, Py: py}
+		if th.sent && rng.IntN(10) != 0 {
+			k := shared(len(native), len(th.frames), func(i, j int) bool { return native[i] == th.frames[j] })
+			j := shared(len(py), len(th.pyLast), func(i, j int) bool { return py[i] == th.pyLast[j] })
+			rec.Delta, rec.BaseRef, rec.BaseNative, rec.BasePy = true, th.ref, k, j
+			rec.Frames, rec.Py = native[:len(native)-k], py[:len(py)-j]
+		}
+		th.sent, th.ref, th.frames, th.pyLast = true, ref, native, py
+		recs = append(recs, rec, &ring.Record{Type: ring.RecAlloc, TID: th.tid, TimeNano: int64(100 + i),
+			Addr: 0x9000 + uint64(i)*16, Size: 16, Func: capture.FuncMalloc, Ref: ref, HasRef: true})
+	}
+	whole := wholeRecords(recs)
+	s := evalStream()
+	got := stackNames(collectStream(t, s, clones(recs)))
+	want := stackNames(collectStream(t, evalStream(), whole))
+	for i := range got {
+		if !slices.Equal(got[i], want[i]) {
+			t.Fatalf("allocation %d: stack %v, want %v (the records sent whole)", i, got[i], want[i])
+		}
+	}
+	if len(got) != 3000 || s.fastStacks < 600 {
+		t.Errorf("%d allocations, %d STACK records merged from their base's: want 3000, and 600 or more", len(got), s.fastStacks)
+	}
+	t.Logf("%d of 3000 STACK records merged from their base's", s.fastStacks)
 }
