@@ -1,6 +1,9 @@
 package collect
 
-import "testing"
+import (
+	"encoding/binary"
+	"testing"
+)
 
 func TestRawCache(t *testing.T) {
 	c := newRawCache[int](10)
@@ -61,5 +64,37 @@ func TestStackIndexCollision(t *testing.T) {
 	x.put(ha, []byte("a"), 3)
 	if id, _, ok := x.get([]byte("a")); !ok || id != 3 {
 		t.Errorf("get(a) = %d, %t; want 3", id, ok)
+	}
+}
+
+// stackIndex keeps its keys in chunks: keys across chunks, and one longer
+// than a chunk, are all found with their IDs, and nothing else is.
+func TestStackIndexChunks(t *testing.T) {
+	x := newStackIndex()
+	key := func(i int) []byte {
+		n := 1000 + i%300
+		if i == 500 {
+			n = 3 * keyChunk
+		}
+		b := make([]byte, n)
+		binary.LittleEndian.PutUint64(b, uint64(i))
+		return b
+	}
+	const keys = 3000 // about 3.5 chunks
+	for i := range keys {
+		_, h, ok := x.get(key(i))
+		if ok {
+			t.Fatalf("key %d found before it was put", i)
+		}
+		x.put(h, key(i), uint64(i+1))
+	}
+	if len(x.chunks) < 3 {
+		t.Fatalf("%d chunks: the test's keys should span more", len(x.chunks))
+	}
+	for i := range keys + 10 {
+		id, _, ok := x.get(key(i))
+		if ok != (i < keys) || (ok && id != uint64(i+1)) {
+			t.Errorf("key %d: %d, %v", i, id, ok)
+		}
 	}
 }

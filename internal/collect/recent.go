@@ -58,3 +58,6 @@ func (r *recent[F]) push() {
 	r.runs[r.next], r.spare = r.spare, r.runs[r.next]
 	r.next = (r.next + 1) % recentRuns
 }
+
+// latest returns the newest run.
+func (r *recent[F]) latest() *run[F] { return &r.runs[(r.next+recentRuns-1)%recentRuns] }

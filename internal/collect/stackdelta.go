@@ -18,14 +18,18 @@ const (
 	maxBaseWords   = 4 << 20 // a native frame is a word, a Python frame 4
 )
 
-// threadBase is a thread's latest STACK record: its ref and whole stack.
+// threadBase is a thread's latest STACK record: its ref and whole stack,
+// and what the agent made of it for the next delta (stackfast.go).
 type threadBase struct {
 	ref    uint32
 	frames []uint64
 	py     []ring.PyFrame
+	merged baseMerge
 }
 
-func (t *threadBase) words() int { return len(t.frames) + 4*len(t.py) }
+func (t *threadBase) words() int {
+	return len(t.frames) + 4*len(t.py) + len(t.merged.locs) + len(t.merged.inner)
+}
 
 // threadBases holds each thread's latest STACK record of one ring, and the
 // buffers a delta is rebuilt in.
@@ -56,8 +60,9 @@ func (b *threadBases) rebuild(rec *ring.Record) error {
 	return nil
 }
 
-// note keeps the (whole) stack of a STACK record as its thread's base.
-func (b *threadBases) note(rec *ring.Record) {
+// note keeps the (whole) stack of a STACK record as its thread's base,
+// with what the agent made of it (m.ok false: nothing a delta can use).
+func (b *threadBases) note(rec *ring.Record, m *baseMerge) {
 	if rec.TID == 0 { // an older library's, or a thread without a tid: never a base
 		return
 	}
@@ -73,6 +78,7 @@ func (b *threadBases) note(rec *ring.Record) {
 	t.ref = rec.Ref
 	t.frames = append(t.frames[:0], rec.Frames...)
 	t.py = append(t.py[:0], rec.Py...)
+	t.merged.set(m)
 	b.words += t.words()
 	for tid := range b.byTID { // any other: map order
 		if len(b.byTID) <= maxBaseThreads && b.words <= maxBaseWords {

@@ -58,7 +58,7 @@ func TestRebuildDelta(t *testing.T) {
 			for i := range tt.recs {
 				rec := tt.recs[i]
 				if err = b.rebuild(&rec); err == nil {
-					b.note(&rec)
+					b.note(&rec, &baseMerge{})
 				}
 				if i == len(tt.recs)-1 {
 					if (err != nil) != tt.wantErr {
@@ -78,9 +78,10 @@ func TestRebuildDelta(t *testing.T) {
 func TestThreadBasesBounded(t *testing.T) {
 	var b threadBases
 	frames := make([]uint64, 1000)
+	inner := make([]int32, 100)
 	for tid := uint32(1); tid <= 3*maxBaseThreads; tid++ {
 		rec := ring.Record{TID: tid, Ref: tid % ring.MaxStackRef, Frames: frames[:tid%1000]}
-		b.note(&rec)
+		b.note(&rec, &baseMerge{ok: true, locs: frames[:tid%300], inner: inner[:tid%100]}) // its merge counts too
 		if len(b.byTID) > maxBaseThreads || b.words > maxBaseWords {
 			t.Fatalf("after %d threads: %d kept, %d words", tid, len(b.byTID), b.words)
 		}

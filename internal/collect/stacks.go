@@ -36,6 +36,9 @@ func (c *Collector) stackRecord(s *stream, rec *ring.Record) error {
 		s.refs = make([]refSlot, ring.StackRefs)
 	}
 	r := &s.refs[rec.Ref%ring.StackRefs]
+	// What a delta keeps of its base, before rebuild makes it whole.
+	isDelta, baseNative, basePy := rec.Delta, rec.BaseNative, rec.BasePy
+	d := delta{added: len(rec.Frames), addedPy: len(rec.Py)}
 	if s.bases.rebuild(rec) != nil {
 		// Not a wrong stack: the ALLOCs naming this ref find none (badRefs).
 		s.r.Malformed++
@@ -43,16 +46,34 @@ func (c *Collector) stackRecord(s *stream, rec *ring.Record) error {
 		r.gen[0], r.sid[0] = rec.Ref/ring.StackRefs, 0
 		return nil
 	}
-	s.bases.note(rec)
-	// Not through the raw cache: the library sends a STACK record for a
-	// stack its table does not hold, so the agent has (almost) never seen
-	// its frames (py_torch at --rate 1: 1.38 M STACK records, 1.38 M
-	// different; the cache found 3.5 k of them, and cost a fifth of the
-	// agent's time hashing and copying the others).
-	sid, _, err := c.mergeStack(s, rec)
+	var sid uint64
+	var err error
+	fast := false
+	if isDelta {
+		t := s.bases.byTID[rec.TID] // rebuild found it
+		d.replaced, d.replacedPy = len(t.frames)-baseNative, len(t.py)-basePy
+		sid, fast, err = c.deltaMerge(s, rec, t, d)
+	}
+	if !fast && err == nil {
+		// Not through the raw cache: the library sends a STACK record for a
+		// stack its table does not hold, so the agent has (almost) never seen
+		// its frames (py_torch at --rate 1: 1.38 M STACK records, 1.38 M
+		// different; the cache found 3.5 k of them, and cost a fifth of the
+		// agent's time hashing and copying the others).
+		var known bool
+		sid, known, err = c.mergeStack(s, rec)
+		m := &s.merge
+		if m.ok = err == nil && known && !rec.Truncated && s.own == nil; m.ok {
+			m.innerOf(s.natives.latest(), activations(s, rec.Py), c.NativePythonInternals)
+			m.pythonOf(s.natives.latest(), rec.Py)
+			m.locs = s.locBuf
+		}
+	}
 	if err != nil {
+		s.bases.forget(rec.TID)
 		return err
 	}
+	s.bases.note(rec, &s.merge)
 	r.gen[1], r.sid[1] = r.gen[0], r.sid[0]
 	r.gen[0], r.sid[0] = rec.Ref/ring.StackRefs, sid
 	return nil
@@ -135,6 +156,18 @@ func (c *Collector) mergeStack(s *stream, rec *ring.Record) (sid uint64, known b
 		}
 		s.locBuf = append(s.locBuf, id)
 	}
+	if sid, err = c.stackID(s); err != nil {
+		return 0, false, err
+	}
+	if s.own != nil {
+		s.seeStack(sid, rec.Frames)
+	}
+	return sid, known, nil
+}
+
+// stackID returns the ID of the stack whose Locations s.locBuf holds,
+// writing it the first time.
+func (c *Collector) stackID(s *stream) (uint64, error) {
 	s.keyBuf = s.keyBuf[:0]
 	for _, id := range s.locBuf {
 		s.keyBuf = binary.AppendUvarint(s.keyBuf, id)
@@ -146,13 +179,10 @@ func (c *Collector) mergeStack(s *stream, rec *ring.Record) (sid uint64, known b
 		c.stackIDs.put(h, s.keyBuf, sid)
 		c.stackRec = capture.Stack{ID: sid, Locations: s.locBuf} // the writer keeps none of it
 		if err := c.w.Stack(&c.stackRec); err != nil {
-			return 0, false, err
+			return 0, err
 		}
 	}
-	if s.own != nil {
-		s.seeStack(sid, rec.Frames)
-	}
-	return sid, known, nil
+	return sid, nil
 }
 
 // nativeStack is the native part of a stack: the Locations of its frames,
@@ -182,13 +212,9 @@ func (c *Collector) nativeFrames(s *stream, frames []uint64) (*nativeStack, erro
 	copy(run.ids[n-same:], prev.ids[m-same:]) // the shared outer frames
 	copy(run.classes[n-same:], prev.classes[m-same:])
 	for i, pc := range frames[:n-same] {
-		l, ok := s.locs[pc]
-		if !ok {
-			var err error
-			if l, err = c.location(s, pc); err != nil {
-				return nil, err
-			}
-			s.locs[pc] = l
+		l, err := c.nativeLoc(s, pc)
+		if err != nil {
+			return nil, err
 		}
 		run.ids[i], run.classes[i] = l.id, l.class
 	}
@@ -208,6 +234,20 @@ func (c *Collector) nativeFrames(s *stream, frames []uint64) (*nativeStack, erro
 	}
 	s.natives.push() // prev was read already
 	return ns, nil
+}
+
+// nativeLoc returns the Location of a return address, writing it the
+// first time.
+func (c *Collector) nativeLoc(s *stream, pc uint64) (nativeLoc, error) {
+	l, ok := s.locs[pc]
+	if !ok {
+		var err error
+		if l, err = c.location(s, pc); err != nil {
+			return nativeLoc{}, err
+		}
+		s.locs[pc] = l
+	}
+	return l, nil
 }
 
 // grow returns b with length n, reusing its memory.

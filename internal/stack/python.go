@@ -43,7 +43,7 @@ func MergePython(dst, native []uint64, classes []Class, acts [][]uint64, keepInt
 				continue
 			}
 		}
-		if c&Interp != 0 && !keepInterp && k > 0 {
+		if Drops(c, k, keepInterp) {
 			continue
 		}
 		dst = append(dst, id)
@@ -53,3 +53,7 @@ func MergePython(dst, native []uint64, classes []Class, acts [][]uint64, keepInt
 	}
 	return dst
 }
+
+// Drops reports whether MergePython leaves out a native frame of class c
+// that takes no activation, in a stack of acts activations.
+func Drops(c Class, acts int, keepInterp bool) bool { return c&Interp != 0 && !keepInterp && acts > 0 }
