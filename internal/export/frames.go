@@ -59,12 +59,21 @@ func FrameLabel(loc *capture.Location, line *capture.Line, m *capture.Mapping) s
 // "0x7f12ab and 3 more frames (libfoo.so)". A loaded capture has no
 // dangling references (capture.Resolve made placeholders of them).
 func StackFrames(c *capture.Capture, stackID uint64) []string {
+	return stackFrames(c, stackID, -1)
+}
+
+// stackFrames is StackFrames up to max labels (all if max < 0).
+func stackFrames(c *capture.Capture, stackID uint64, max int) []string {
 	st := c.Stacks[stackID]
 	if st == nil { // 0: the allocation has no stack
 		return []string{"<no stack>"}
 	}
-	frames := make([]string, 0, len(st.Locations))
-	for i := 0; i < len(st.Locations); i++ {
+	n := len(st.Locations)
+	if max >= 0 {
+		n = min(n, max)
+	}
+	frames := make([]string, 0, n)
+	for i := 0; i < len(st.Locations) && len(frames) != max; i++ {
 		loc := c.Locations[st.Locations[i]]
 		if loc == nil {
 			continue
@@ -86,7 +95,7 @@ func StackFrames(c *capture.Capture, stackID uint64) []string {
 			i += n - 1
 			continue
 		}
-		for i := range loc.Lines {
+		for i := 0; i < len(loc.Lines) && len(frames) != max; i++ {
 			frames = append(frames, FrameLabel(loc, &loc.Lines[i], m))
 		}
 	}

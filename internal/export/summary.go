@@ -238,7 +238,7 @@ func bySite(c *capture.Capture, p *heap.Profile, top int) []site {
 // cache's code, via _json. When every frame is outside the user's code,
 // user is the leaf and leaf is "".
 func UserFrame(c *capture.Capture, stackID uint64) (user, leaf string) {
-	frames := StackFrames(c, stackID)
+	frames := stackFrames(c, stackID, 1) // the leaf's label is all it compares
 	st := c.Stacks[stackID]
 	if st == nil || len(st.Locations) == 0 {
 		return frames[0], ""
