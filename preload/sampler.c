@@ -180,7 +180,7 @@ static _Unwind_Reason_Code unwind_cb(struct _Unwind_Context *ctx, void *arg)
 static int libgcc_walk(const struct stack_region *r)
 {
 	struct libgcc_walk a = {r->lo, r->hi, r->lo, 0};
-	tls.nframes = 0;
+	tls.nframes = 0, tls.scratch->trace_frames = 0; /* frames are not the kept walk's (walk_hash) */
 	__atomic_fetch_add(&g.unwinding, 1, __ATOMIC_SEQ_CST);
 	_Unwind_Backtrace(unwind_cb, &a);
 	__atomic_fetch_sub(&g.unwinding, 1, __ATOMIC_RELEASE);
@@ -188,12 +188,11 @@ static int libgcc_walk(const struct stack_region *r)
 }
 
 #ifndef HEAPLENS_ATTACH /* attached: no unwind tables, no stacks by ref (see stack_ref) */
-/* A hash of the taken stack: native frames, Python frames, the cut flag of flags. */
+/* A hash of the taken stack: native frames (walk_hash), Python frames, the cut flag of flags. */
 static uint64_t stack_hash(uint32_t flags)
 {
-	uint64_t x = (uint64_t)tls.nframes << 32 ^ tls.npy ^ (uint64_t)(flags & HL_ALLOC_TRUNCATED) << 63;
-	for (uint32_t i = 0; i < tls.nframes; i++)
-		x = (x ^ tls.scratch->frames[i]) * 0x9e3779b97f4a7c15ull, x ^= x >> 29;
+	uint64_t x = walk_hash() ^ ((uint64_t)tls.nframes << 32 ^ tls.npy ^ (uint64_t)(flags & HL_ALLOC_TRUNCATED) << 63);
+	x *= 0x9e3779b97f4a7c15ull, x ^= x >> 29;
 	for (uint32_t i = 0; i < 2 * tls.npy; i++)
 		x = (x ^ tls.scratch->py[i]) * 0x9e3779b97f4a7c15ull, x ^= x >> 29;
 	return x;
@@ -264,7 +263,7 @@ static int walk_native(struct hl_ring_header *h, const struct walk_start *from, 
  */
 static uint32_t take_stack(struct hl_ring_header *h, int walked, const struct walk_start *from, const struct stack_region *on)
 {
-	tls.nframes = 0;
+	tls.nframes = 0, tls.scratch->trace_frames = 0;
 	int cut = 0, known = !RELAXED(g.no_unwind) && walk_native(h, from, on, &cut);
 	py_check_final();
 	if (!walked)

@@ -19,6 +19,7 @@
 #define TRACE_MAX 256
 struct trace_step {
 	uintptr_t pc, sp, bp; /* the walk's registers at this frame */
+	uint64_t h;           /* the hash of the walk's frames from this step out, from trace_hashed on (walk_hash) */
 	uint32_t rule;        /* the rule it followed from here; KIND_END at the walk's last step */
 	uint32_t emit;        /* 1: pc is one of the walk's frames (not the library's, not 0) */
 };
@@ -36,6 +37,8 @@ struct scratch {
 	/* A walk's steps: [0, TRACE_MAX) as it goes; the last whole walk's at [trace_start, 2 * TRACE_MAX) (unwind.c) */
 	struct trace_step trace[2 * TRACE_MAX + 1]; /* and a sentinel */
 	uint32_t trace_start; /* 0 (fresh scratch) or 2 * TRACE_MAX: none */
+	uint32_t trace_hashed; /* the steps from here to the end have their h */
+	uint32_t trace_frames; /* 1: frames holds the kept walk's (the last walk was kept whole) */
 	uintptr_t trace_hi;   /* the end of the stack it was on */
 };
 struct scratch *scratch_get(void); /* NULL: none can be had, the sample is dropped */

@@ -327,7 +327,7 @@ static inline void copy_steps(struct trace_step *restrict to, const struct trace
 {
 	for (uint32_t j = 0; j < n; j++)
 		to[j].pc = from[j].pc, to[j].sp = from[j].sp, to[j].bp = from[j].bp, to[j].rule = from[j].rule,
-		to[j].emit = from[j].emit;
+		to[j].emit = from[j].emit, to[j].h = from[j].h;
 }
 
 /*
@@ -386,11 +386,17 @@ static inline __attribute__((always_inline)) int walk(const struct walk_start *f
 					 * same rule: the kept walk stays one a walk may follow.
 					 */
 					uint32_t at = c;
-					t[c].pc = pc;
+					if (t[c].pc != pc) {
+						t[c].pc = pc, t[c].emit = pc - self_lo >= self_len;
+						if (s->trace_hashed <= c)
+							s->trace_hashed = c + 1;
+					}
 					if (follow_kept(t, &at, &pc, &sp, &bp, &n, s->frames)) {
 						if (i <= c - TRACE_MAX) { /* this walk's steps, then the kept walk's from c */
 							copy_steps(t + c - i, t, i);
-							s->trace_start = c - i;
+							s->trace_start = c - i, s->trace_frames = 1;
+							if (s->trace_hashed < c)
+								s->trace_hashed = c;
 						}
 						tls.nframes = n;
 						return WALK_DONE;
@@ -405,7 +411,7 @@ static inline __attribute__((always_inline)) int walk(const struct walk_start *f
 				}
 			}
 			if (likely(i < TRACE_MAX))
-				t[i++] = (struct trace_step){pc, sp, bp, rule, pc - self_lo >= self_len};
+				t[i++] = (struct trace_step){pc, sp, bp, 0, rule, pc - self_lo >= self_len};
 			else
 				i = TRACE_OFF, next_sp = UINTPTR_MAX;
 		}
@@ -440,7 +446,7 @@ static inline __attribute__((always_inline)) int walk(const struct walk_start *f
 		sp = cfa, look = pc - 1;
 		if (!pc) { /* the last step: nothing follows */
 			if (keep && i < TRACE_MAX)
-				t[i++] = (struct trace_step){0, sp, bp, (uint32_t)KIND_END << 24, 0};
+				t[i++] = (struct trace_step){0, sp, bp, 0, (uint32_t)KIND_END << 24, 0};
 			else
 				i = TRACE_OFF;
 			break;
@@ -456,7 +462,7 @@ static inline __attribute__((always_inline)) int walk(const struct walk_start *f
 	tls.nframes = n;
 	if (keep && i <= TRACE_MAX) { /* kept whole for the next walk, at the end of the array */
 		copy_steps(t + TRACE_NONE - i, t, i);
-		s->trace_start = TRACE_NONE - i, s->trace_hi = hi;
+		s->trace_start = TRACE_NONE - i, s->trace_hi = hi, s->trace_hashed = TRACE_NONE, s->trace_frames = 1;
 	}
 	return wr.unscanned ? WALK_UNSCANNED : WALK_DONE;
 }
@@ -476,5 +482,37 @@ static inline __attribute__((always_inline)) int walk(const struct walk_start *f
  */
 __attribute__((noinline)) int table_walk(const struct walk_start *from, struct stack_region *r)
 {
+	tls.scratch->trace_frames = 0;
 	return RELAXED(g.walk_splice) ? walk(from, r, 1) : walk(from, r, 0);
+}
+
+#define MIX(x, v) ((x) = ((x) ^ (v)) * 0x9e3779b97f4a7c15ull, (x) ^= (x) >> 29)
+
+/*
+ * A hash of the native frames taken (tls.scratch->frames), folded from the
+ * outermost in: where they are the kept walk's, its steps keep the hash of
+ * the frames from each step out, so that a spliced walk hashes only the
+ * steps it walked itself. Both ways give the same hash (the check mode
+ * compares one with the other: walk_native).
+ */
+uint64_t walk_hash(void)
+{
+	struct scratch *s = tls.scratch;
+	uint64_t x = 0;
+	if (!s->trace_frames) {
+		for (uint32_t i = tls.nframes; i-- > 0;)
+			MIX(x, s->frames[i]);
+		return x;
+	}
+	struct trace_step *t = s->trace;
+	uint32_t m = s->trace_hashed;
+	if (m < TRACE_NONE)
+		x = t[m].h;
+	while (m-- > s->trace_start) {
+		if (t[m].emit)
+			MIX(x, t[m].pc);
+		t[m].h = x;
+	}
+	s->trace_hashed = s->trace_start;
+	return x;
 }

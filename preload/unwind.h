@@ -48,6 +48,7 @@ struct walk_start {
 /* How a table walk ended: at the outermost frame, at a frame no table covers yet (libgcc may go on), or cut. */
 enum { WALK_DONE, WALK_LIBGCC, WALK_CUT, WALK_UNSCANNED /* done, through a library loaded since the last scan */ };
 int table_walk(const struct walk_start *from, struct stack_region *r);
+uint64_t walk_hash(void); /* of the native frames taken: incremental where the walk spliced */
 int table_rule(uintptr_t look, uint32_t *rule); /* the rule of the row holding look, from the tables; 0 if none */
 int sigreturn_at(uintptr_t pc); /* pc is the kernel's signal return trampoline (__restore_rt) */
 #define NO_FDE (-2)
