@@ -15,7 +15,7 @@
 #define SENT_NATIVE 256
 #define SENT_PYFRAMES 128
 #define SENT_PY (SENT_FRAMES + SENT_NATIVE)
-/* A walk's steps, kept for the thread's next walk to splice onto (unwind.c) */
+/* A walk's steps, kept for the thread's next walk to splice onto (unwind.c): 40 bytes each, 2 * TRACE_MAX + 1 */
 #define TRACE_MAX 256
 struct trace_step {
 	uintptr_t pc, sp, bp; /* the walk's registers at this frame */

@@ -349,7 +349,7 @@ static inline __attribute__((always_inline)) int walk(const struct walk_start *f
 	uint32_t c = TRACE_NONE, i = TRACE_OFF;
 	uintptr_t next_sp = UINTPTR_MAX;
 	if (keep) {
-		c = s->trace_start, i = 0;
+		c = s->trace_start, i = 0, s->trace_frames = 0;
 		if (c < TRACE_MAX || c > TRACE_NONE || s->trace_hi != hi)
 			c = TRACE_NONE;
 		t[TRACE_NONE].sp = UINTPTR_MAX;
@@ -482,28 +482,14 @@ static inline __attribute__((always_inline)) int walk(const struct walk_start *f
  */
 __attribute__((noinline)) int table_walk(const struct walk_start *from, struct stack_region *r)
 {
-	tls.scratch->trace_frames = 0;
 	return RELAXED(g.walk_splice) ? walk(from, r, 1) : walk(from, r, 0);
 }
 
-#define MIX(x, v) ((x) = ((x) ^ (v)) * 0x9e3779b97f4a7c15ull, (x) ^= (x) >> 29)
-
-/*
- * A hash of the native frames taken (tls.scratch->frames), folded from the
- * outermost in: where they are the kept walk's, its steps keep the hash of
- * the frames from each step out, so that a spliced walk hashes only the
- * steps it walked itself. Both ways give the same hash (the check mode
- * compares one with the other: walk_native).
- */
-uint64_t walk_hash(void)
+/* walk_hash of the kept walk's frames: its steps keep the hash from each step out. */
+uint64_t kept_hash(void)
 {
 	struct scratch *s = tls.scratch;
 	uint64_t x = 0;
-	if (!s->trace_frames) {
-		for (uint32_t i = tls.nframes; i-- > 0;)
-			MIX(x, s->frames[i]);
-		return x;
-	}
 	struct trace_step *t = s->trace;
 	uint32_t m = s->trace_hashed;
 	if (m < TRACE_NONE)
