@@ -21,7 +21,8 @@ struct trace_step {
 	uintptr_t pc, sp, bp; /* the walk's registers at this frame */
 	uint64_t h;           /* the hash of the walk's frames from this step out, from trace_hashed on (walk_hash) */
 	uint32_t rule;        /* the rule it followed from here; KIND_END at the walk's last step */
-	uint32_t emit;        /* 1: pc is one of the walk's frames (not the library's, not 0) */
+	uint8_t kind, k, ra;  /* the rule's, decoded once: its kind, bp's slot, the return address's slot */
+	uint8_t emit;         /* 1: pc is one of the walk's frames (not the library's, not 0) */
 };
 struct scratch {
 	uintptr_t rule_pc[256]; /* the rules this thread's walks looked up last, by address: 128 sets of 2 (unwind.c) */

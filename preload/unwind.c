@@ -302,7 +302,7 @@ static inline int follow_kept(const struct trace_step *t, uint32_t *at, uintptr_
 	uintptr_t *f = frames + *n, b = *bp, p = *pc;
 	int done = 0;
 	for (;; e++) {
-		uint32_t rule = e->rule, kind = rule >> 24 & 3, k = rule >> 16 & 0xff;
+		uint32_t kind = e->kind;
 		if (kind == KIND_END) {
 			done = 1;
 			break;
@@ -310,11 +310,11 @@ static inline int follow_kept(const struct trace_step *t, uint32_t *at, uintptr_
 		if (kind == KIND_RBP && b != e->bp)
 			break;
 		const uintptr_t *frame = (const uintptr_t *)e[1].sp;
-		uintptr_t ra = STRIP_PAC(frame[-(intptr_t)RULE_RA_SLOT(rule, k)]);
+		uintptr_t ra = STRIP_PAC(frame[-(intptr_t)e->ra]);
 		if (ra != e[1].pc)
 			break;
-		if (k)
-			b = frame[-(intptr_t)k];
+		if (e->k)
+			b = frame[-(intptr_t)e->k];
 		p = ra;
 		*f = ra, f += e[1].emit; /* frames has room: a spliced walk is short of the limit */
 	}
@@ -327,7 +327,7 @@ static inline void copy_steps(struct trace_step *restrict to, const struct trace
 {
 	for (uint32_t j = 0; j < n; j++)
 		to[j].pc = from[j].pc, to[j].sp = from[j].sp, to[j].bp = from[j].bp, to[j].rule = from[j].rule,
-		to[j].emit = from[j].emit, to[j].h = from[j].h;
+		to[j].emit = from[j].emit, to[j].h = from[j].h, to[j].kind = from[j].kind, to[j].k = from[j].k, to[j].ra = from[j].ra;
 }
 
 /*
@@ -410,8 +410,11 @@ static inline __attribute__((always_inline)) int walk(const struct walk_start *f
 					}
 				}
 			}
-			if (likely(i < TRACE_MAX))
-				t[i++] = (struct trace_step){pc, sp, bp, 0, rule, pc - self_lo >= self_len};
+			if (likely(i < TRACE_MAX)) {
+				uint32_t kk = rule >> 16 & 0xff;
+				t[i++] = (struct trace_step){pc, sp, bp, 0, rule, (uint8_t)(rule >> 24 & 3), (uint8_t)kk,
+							     (uint8_t)RULE_RA_SLOT(rule, kk), pc - self_lo >= self_len};
+			}
 			else
 				i = TRACE_OFF, next_sp = UINTPTR_MAX;
 		}
@@ -446,7 +449,7 @@ static inline __attribute__((always_inline)) int walk(const struct walk_start *f
 		sp = cfa, look = pc - 1;
 		if (!pc) { /* the last step: nothing follows */
 			if (keep && i < TRACE_MAX)
-				t[i++] = (struct trace_step){0, sp, bp, 0, (uint32_t)KIND_END << 24, 0};
+				t[i++] = (struct trace_step){0, sp, bp, 0, (uint32_t)KIND_END << 24, KIND_END, 0, 0, 0};
 			else
 				i = TRACE_OFF;
 			break;
