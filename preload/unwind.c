@@ -325,9 +325,11 @@ static inline int follow_kept(const struct trace_step *t, uint32_t *at, uintptr_
 /* Copies n steps: a walk keeps a few inner ones at a time, where a call of memcpy would cost more. */
 static inline void copy_steps(struct trace_step *restrict to, const struct trace_step *restrict from, uint32_t n)
 {
-	for (uint32_t j = 0; j < n; j++)
-		to[j].pc = from[j].pc, to[j].sp = from[j].sp, to[j].bp = from[j].bp, to[j].rule = from[j].rule,
-		to[j].emit = from[j].emit, to[j].h = from[j].h, to[j].kind = from[j].kind, to[j].k = from[j].k, to[j].ra = from[j].ra;
+	for (uint32_t j = 0; j < n; j++) {
+		to[j].pc = from[j].pc, to[j].sp = from[j].sp, to[j].bp = from[j].bp, to[j].h = from[j].h;
+		to[j].rule = from[j].rule, to[j].kind = from[j].kind, to[j].k = from[j].k, to[j].ra = from[j].ra;
+		to[j].emit = from[j].emit;
+	}
 }
 
 /*
