@@ -186,6 +186,7 @@ struct hl_global {
 	int unwinding;
 	int no_unwind;
 	int unwind_check; /* HEAPLENS_UNWIND_CHECK=1: every stack walked both ways (unwind.c) */
+	int walk_splice;  /* walks splice onto the thread's last (unwind.c): in a Python process */
 	int (*find_object)(void *pc, struct dl_find_object *); /* glibc 2.35+, lock-free; else NULL */
 	/* The module whose malloc the hooks call (find_allocator): its own mmaps are not the program's. */
 	uintptr_t alloc_lo, alloc_hi;

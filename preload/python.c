@@ -116,6 +116,7 @@ void py_detect(void)
 	}
 	py.minor = minor, py.hex = hex;
 	set_status(hex, HL_PY_ACTIVE);
+	SET_RELAXED(g.walk_splice, 1); /* deep native stacks, mostly alike from one sample to the next (unwind.c) */
 	if (py.eval)
 		module_range(py.eval, &py.text_lo, &py.text_hi);
 	if (py.is_initialized)

@@ -180,7 +180,7 @@ static _Unwind_Reason_Code unwind_cb(struct _Unwind_Context *ctx, void *arg)
 static int libgcc_walk(const struct stack_region *r)
 {
 	struct libgcc_walk a = {r->lo, r->hi, r->lo, 0};
-	tls.nframes = 0;
+	tls.nframes = 0, tls.scratch->trace_frames = 0; /* frames are not the kept walk's (walk_hash) */
 	__atomic_fetch_add(&g.unwinding, 1, __ATOMIC_SEQ_CST);
 	_Unwind_Backtrace(unwind_cb, &a);
 	__atomic_fetch_sub(&g.unwinding, 1, __ATOMIC_RELEASE);
@@ -188,15 +188,36 @@ static int libgcc_walk(const struct stack_region *r)
 }
 
 #ifndef HEAPLENS_ATTACH /* attached: no unwind tables, no stacks by ref (see stack_ref) */
-/* A hash of the taken stack: native frames, Python frames, the cut flag of flags. */
-static uint64_t stack_hash(uint32_t flags)
+/*
+ * A hash of the taken stack: native frames, Python frames, the cut flag of
+ * flags. splice (g.walk_splice, read once by the caller): the native frames
+ * hashed from the outermost in, where a spliced walk reuses the kept walk's
+ * (walk_hash); else from the innermost, as cheap as ever for a native
+ * program. A process changes at most once, from 0 to 1: some stacks then
+ * get a second ref.
+ */
+static inline __attribute__((always_inline)) uint64_t py_hash(uint64_t x)
+{
+	for (uint32_t i = 0; i < 2 * tls.npy; i++)
+		MIX(x, tls.scratch->py[i]);
+	return x;
+}
+
+/* Out of stack_hash, which then needs no frame of its own (a native program's path). */
+static __attribute__((noinline)) uint64_t spliced_hash(uint64_t x)
+{
+	MIX(x, walk_hash());
+	return py_hash(x);
+}
+
+static uint64_t stack_hash(uint32_t flags, int splice)
 {
 	uint64_t x = (uint64_t)tls.nframes << 32 ^ tls.npy ^ (uint64_t)(flags & HL_ALLOC_TRUNCATED) << 63;
+	if (splice)
+		return spliced_hash(x);
 	for (uint32_t i = 0; i < tls.nframes; i++)
-		x = (x ^ tls.scratch->frames[i]) * 0x9e3779b97f4a7c15ull, x ^= x >> 29;
-	for (uint32_t i = 0; i < 2 * tls.npy; i++)
-		x = (x ^ tls.scratch->py[i]) * 0x9e3779b97f4a7c15ull, x ^= x >> 29;
-	return x;
+		MIX(x, tls.scratch->frames[i]);
+	return py_hash(x);
 }
 #endif
 
@@ -224,9 +245,8 @@ static uint64_t stack_hash(uint32_t flags)
  */
 static int walk_native(struct hl_ring_header *h, const struct walk_start *from, const struct stack_region *on, int *cut)
 {
-	tls.nframes = 0;
 	if (!on) {
-		*cut = 1;
+		*cut = 1, tls.scratch->trace_frames = 0;
 		return 0;
 	}
 	struct stack_region r = *on;
@@ -238,9 +258,10 @@ static int walk_native(struct hl_ring_header *h, const struct walk_start *from, 
 		if (g.unwind_check && libgcc_ok) {
 			/* Compared by length and hash (no room for a copy of 4096 frames); tls.scratch->py is not walked yet, the same in both. */
 			uint32_t n = tls.nframes;
-			uint64_t sum = stack_hash(0);
+			int splice = RELAXED(g.walk_splice);
+			uint64_t sum = stack_hash(0, splice);
 			libgcc_walk(&r);
-			if (tls.nframes != n || stack_hash(0) != sum)
+			if (tls.nframes != n || stack_hash(0, splice) != sum)
 				__atomic_fetch_add(&h->unwind_differed, 1, __ATOMIC_RELAXED);
 			return 0;
 		}
@@ -265,7 +286,11 @@ static int walk_native(struct hl_ring_header *h, const struct walk_start *from, 
 static uint32_t take_stack(struct hl_ring_header *h, int walked, const struct walk_start *from, const struct stack_region *on)
 {
 	tls.nframes = 0;
-	int cut = 0, known = !RELAXED(g.no_unwind) && walk_native(h, from, on, &cut);
+	int cut = 0, known = 0;
+	if (likely(!RELAXED(g.no_unwind)))
+		known = walk_native(h, from, on, &cut);
+	else
+		tls.scratch->trace_frames = 0; /* frames are not the kept walk's (walk_hash) */
 	py_check_final();
 	if (!walked)
 		py_walk();
@@ -378,7 +403,7 @@ static int64_t stack_ref(struct hl_ring_header *h, uint32_t flags)
 {
 	if (g.rate >= STACK_REF_RATE)
 		return -1;
-	uint64_t x = stack_hash(flags), key = x & STACK_KEY;
+	uint64_t x = stack_hash(flags, RELAXED(g.walk_splice)), key = x & STACK_KEY;
 	uint32_t home = (uint32_t)(x >> 16) & (HL_STACK_REFS - 1), i = home;
 	SET_RELAXED(stacks_used, 1);
 	for (int probe = 0; probe < STACK_PROBES; probe++, i = (i + 1) & (HL_STACK_REFS - 1)) {

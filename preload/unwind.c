@@ -259,19 +259,84 @@ static COLD int other_frame(struct walk_regs *w, struct stack_region *r)
 }
 
 /*
- * Walks this thread's stack into tls.scratch->frames from the frame from
- * describes (the caller of the library's entry point), skipping the
- * library's own frames, reading only within the stack r (updated when it
- * steps through a signal frame onto another stack). Returns WALK_DONE at
- * the outermost frame (or the frame limit); WALK_LIBGCC at a frame whose
- * rule neither the tables nor its FDE give as one the walk follows (a row
- * of kind 2): libgcc may go on from the start; WALK_CUT where the stack
- * cannot be followed: a return address into no code (a coroutine's stale
- * slice of the stack, a forged frame), a frame outside the stack. A table
- * that does not describe the code gives wrong frames, never a read outside
- * the stack.
+ * Splicing onto the thread's last walk. Consecutive samples of a thread
+ * mostly differ in a few inner frames (a Python stack's ~100 native frames:
+ * ~80 % of samples differ only in 1-6). A walk keeps its steps (pc, sp, bp
+ * and the rule followed, in the thread's scratch); the next walk, at a
+ * frame whose sp and rule equal a kept step's (the rule looked up as
+ * always: the same function, as an eval loop's frame called from another
+ * opcode, or the same pc), follows the kept rules from there instead of
+ * looking each up, and checks as it goes that each load the full walk would
+ * make reads what the kept walk read: the return address slot at each CFA
+ * and, where a rule's CFA is from bp, that bp is the kept one (a saved bp
+ * is loaded, not compared: it matters only where a later rule uses it,
+ * which compares it). Given a frame's rule, sp, bp (where used) and the
+ * stack's end, the rest of a walk is a function of the stack memory it
+ * reads, so where every load matches, the walk's frames are the kept ones,
+ * exactly; at the first that differs the walk goes on from that frame as a
+ * full walk would. The kept rule of a pc is the one the rule cache gives
+ * (both keep what the tables or the FDE said). Only whole walks are kept:
+ * not one through a signal frame, cut, at the frame limit, through an
+ * unscanned library or longer than TRACE_MAX steps, and only frames of the
+ * same stack (its end) are spliced onto. All loads are at CFAs the kept
+ * walk checked against the same stack's end, above the current walk's sp.
+ * One function reached from two call sites at equal depth has equal rule
+ * and sp: its caller's return address differs, and the walk goes on in
+ * full from there (TestUnwindSplice). In Python processes only: the
+ * bookkeeping costs a native program's shallow stacks more than it saves
+ * (cpp_maps).
  */
-__attribute__((noinline)) int table_walk(const struct walk_start *from, struct stack_region *r)
+#define TRACE_NONE (2u * TRACE_MAX) /* the sentinel step: sp UINTPTR_MAX */
+#define TRACE_OFF UINT32_MAX /* a walk not kept */
+_Static_assert(2 * TRACE_MAX < HL_MAX_FRAMES, "a spliced walk never reaches the frame limit");
+
+/*
+ * Follows the kept walk t from step *at, the walk's registers at sp
+ * t[*at].sp with the same rule, storing frames at *n. 1 at the kept walk's
+ * end; 0 where a load differs, with *pc, *sp, *bp the registers at step *at.
+ */
+static inline int follow_kept(const struct trace_step *t, uint32_t *at, uintptr_t *pc, uintptr_t *sp, uintptr_t *bp,
+			      uint32_t *n, uintptr_t *restrict frames)
+{
+	const struct trace_step *e = t + *at;
+	uintptr_t *f = frames + *n, b = *bp, p = *pc;
+	int done = 0;
+	for (;; e++) {
+		uint32_t kind = e->kind;
+		if (kind == KIND_END) {
+			done = 1;
+			break;
+		}
+		if (kind == KIND_RBP && b != e->bp)
+			break;
+		const uintptr_t *frame = (const uintptr_t *)e[1].sp;
+		uintptr_t ra = STRIP_PAC(frame[-(intptr_t)e->ra]);
+		if (ra != e[1].pc)
+			break;
+		if (e->k)
+			b = frame[-(intptr_t)e->k];
+		p = ra;
+		*f = ra, f += e[1].emit; /* frames has room: a spliced walk is short of the limit */
+	}
+	*at = (uint32_t)(e - t), *n = (uint32_t)(f - frames), *pc = p, *sp = e->sp, *bp = b;
+	return done;
+}
+
+/* Copies n steps: a walk keeps a few inner ones at a time, where a call of memcpy would cost more. */
+static inline void copy_steps(struct trace_step *restrict to, const struct trace_step *restrict from, uint32_t n)
+{
+	for (uint32_t j = 0; j < n; j++) {
+		to[j].pc = from[j].pc, to[j].sp = from[j].sp, to[j].bp = from[j].bp, to[j].h = from[j].h;
+		to[j].rule = from[j].rule, to[j].kind = from[j].kind, to[j].k = from[j].k, to[j].ra = from[j].ra;
+		to[j].emit = from[j].emit;
+	}
+}
+
+/*
+ * The walk (table_walk), keeping its steps for the next (keep: compiled
+ * twice, so that a walk that does not splice pays nothing for it).
+ */
+static inline __attribute__((always_inline)) int walk(const struct walk_start *from, struct stack_region *r, const int keep)
 {
 	struct scratch *s = tls.scratch;
 	uintptr_t pc = from->pc, sp = from->sp, bp = from->bp, look = pc - 1, hi = r->hi;
@@ -281,6 +346,17 @@ __attribute__((noinline)) int table_walk(const struct walk_start *from, struct s
 	if (pc - self_lo >= self_len)
 		s->frames[n++] = pc;
 	struct walk_module w = {0};
+	/* The kept walk: its step c is the first whose sp is not below this walk's, at next_sp. i: this walk's steps so far. */
+	struct trace_step *t = s->trace;
+	uint32_t c = TRACE_NONE, i = TRACE_OFF;
+	uintptr_t next_sp = UINTPTR_MAX;
+	if (keep) {
+		c = s->trace_start, i = 0, s->trace_frames = 0;
+		if (c < TRACE_MAX || c > TRACE_NONE || s->trace_hi != hi)
+			c = TRACE_NONE;
+		t[TRACE_NONE].sp = UINTPTR_MAX;
+		next_sp = t[c].sp;
+	}
 	for (;;) {
 		/*
 		 * A thread's stacks share most frames: a small cache of rules by
@@ -288,23 +364,67 @@ __attribute__((noinline)) int table_walk(const struct walk_start *from, struct s
 		 * of a walk's frames often shared an entry and missed at every walk
 		 * (py_jsontool: 3 misses of ~90 instructions in a sample's 28 frames).
 		 */
-		size_t c = (size_t)((look * 0x9e3779b97f4a7c15ull) >> 57) * 2;
+		size_t h = (size_t)((look * 0x9e3779b97f4a7c15ull) >> 57) * 2;
 		int got;
-		if (s->rule_pc[c] == look)
-			rule = s->rule_of[c];
-		else if (s->rule_pc[c + 1] == look)
-			rule = s->rule_of[c + 1];
+		if (s->rule_pc[h] == look)
+			rule = s->rule_of[h];
+		else if (s->rule_pc[h + 1] == look)
+			rule = s->rule_of[h + 1];
 		else if ((got = rule_at(look, &w, &rule)) > 0 || (got == NO_TABLE && fde_rule(look, &rule) > 0)) {
-			s->rule_pc[c + 1] = s->rule_pc[c], s->rule_of[c + 1] = s->rule_of[c];
-			s->rule_pc[c] = look, s->rule_of[c] = rule; /* no table yet: its .eh_frame's rule */
+			s->rule_pc[h + 1] = s->rule_pc[h], s->rule_of[h + 1] = s->rule_of[h];
+			s->rule_pc[h] = look, s->rule_of[h] = rule; /* no table yet: its .eh_frame's rule */
 		} else if (got == NO_CODE && new_module(look + 1) && fde_rule(look, &rule) > 0)
-			wr.unscanned = 1; /* a library loaded since the last scan: not cached, so that the next walk says so too */
+			wr.unscanned = 1, i = TRACE_OFF; /* a library loaded since the last scan: not cached, so that the next walk says so too */
 		else
 			rule = (uint32_t)KIND_UNKNOWN << 24;
+		if (keep) {
+			if (unlikely(sp >= next_sp)) {
+				while (t[c].sp < sp)
+					c++;
+				next_sp = t[c].sp;
+				if (next_sp == sp && t[c].rule == rule && i < TRACE_MAX) {
+					/*
+					 * The anchor's own pc (the memory holds it now), with the
+					 * same rule: the kept walk stays one a walk may follow.
+					 */
+					uint32_t at = c;
+					if (t[c].pc != pc) {
+						t[c].pc = pc, t[c].emit = pc - self_lo >= self_len;
+						if (s->trace_hashed <= c)
+							s->trace_hashed = c + 1;
+					}
+					if (follow_kept(t, &at, &pc, &sp, &bp, &n, s->frames)) {
+						if (i <= c - TRACE_MAX) { /* this walk's steps, then the kept walk's from c */
+							copy_steps(t + c - i, t, i);
+							s->trace_start = c - i, s->trace_frames = 1;
+							if (s->trace_hashed < c)
+								s->trace_hashed = c;
+						}
+						tls.nframes = n;
+						return WALK_DONE;
+					}
+					if (at > c) { /* it followed kept steps: this walk's too, and on from step at */
+						if (i + (at - c) < TRACE_MAX)
+							copy_steps(t + i, t + c, at - c), i += at - c;
+						else
+							i = TRACE_OFF;
+						c = at, next_sp = t[at + 1].sp, look = pc - 1, rule = t[at].rule;
+					}
+				}
+			}
+			if (likely(i < TRACE_MAX)) {
+				uint32_t kk = rule >> 16 & 0xff;
+				t[i++] = (struct trace_step){pc, sp, bp, 0, rule, (uint8_t)(rule >> 24 & 3), (uint8_t)kk,
+							     (uint8_t)RULE_RA_SLOT(rule, kk), pc - self_lo >= self_len};
+			}
+			else
+				i = TRACE_OFF, next_sp = UINTPTR_MAX;
+		}
 		uint32_t kind = rule >> 24 & 3, k = rule >> 16 & 0xff;
 		if (kind == KIND_END)
 			break;
 		if (unlikely(kind == KIND_UNKNOWN)) {
+			i = TRACE_OFF, next_sp = UINTPTR_MAX; /* through a signal frame, or the end: not kept */
 			wr.pc = pc, wr.sp = sp, wr.bp = bp, wr.look = look, wr.n = n;
 			int end = other_frame(&wr, r);
 			pc = wr.pc, sp = wr.sp, bp = wr.bp, look = wr.look, n = wr.n, hi = r->hi;
@@ -329,14 +449,61 @@ __attribute__((noinline)) int table_walk(const struct walk_start *from, struct s
 		if (k)
 			bp = frame[-(intptr_t)k];
 		sp = cfa, look = pc - 1;
-		if (!pc)
+		if (!pc) { /* the last step: nothing follows */
+			if (keep && i < TRACE_MAX)
+				t[i++] = (struct trace_step){0, sp, bp, 0, (uint32_t)KIND_END << 24, KIND_END, 0, 0, 0};
+			else
+				i = TRACE_OFF;
 			break;
+		}
 		if (pc - self_lo < self_len)
 			continue;
-		if (n >= HL_MAX_FRAMES)
+		if (n >= HL_MAX_FRAMES) {
+			i = TRACE_OFF;
 			break;
+		}
 		s->frames[n++] = pc;
 	}
 	tls.nframes = n;
+	if (keep && i <= TRACE_MAX) { /* kept whole for the next walk, at the end of the array */
+		copy_steps(t + TRACE_NONE - i, t, i);
+		s->trace_start = TRACE_NONE - i, s->trace_hi = hi, s->trace_hashed = TRACE_NONE, s->trace_frames = 1;
+	}
 	return wr.unscanned ? WALK_UNSCANNED : WALK_DONE;
+}
+
+/*
+ * Walks this thread's stack into tls.scratch->frames from the frame from
+ * describes (the caller of the library's entry point), skipping the
+ * library's own frames, reading only within the stack r (updated when it
+ * steps through a signal frame onto another stack). Returns WALK_DONE at
+ * the outermost frame (or the frame limit); WALK_LIBGCC at a frame whose
+ * rule neither the tables nor its FDE give as one the walk follows (a row
+ * of kind 2): libgcc may go on from the start; WALK_CUT where the stack
+ * cannot be followed: a return address into no code (a coroutine's stale
+ * slice of the stack, a forged frame), a frame outside the stack. A table
+ * that does not describe the code gives wrong frames, never a read outside
+ * the stack.
+ */
+__attribute__((noinline)) int table_walk(const struct walk_start *from, struct stack_region *r)
+{
+	return RELAXED(g.walk_splice) ? walk(from, r, 1) : walk(from, r, 0);
+}
+
+/* walk_hash of the kept walk's frames: its steps keep the hash from each step out. */
+uint64_t kept_hash(void)
+{
+	struct scratch *s = tls.scratch;
+	uint64_t x = 0;
+	struct trace_step *t = s->trace;
+	uint32_t m = s->trace_hashed;
+	if (m < TRACE_NONE)
+		x = t[m].h;
+	while (m-- > s->trace_start) {
+		if (t[m].emit)
+			MIX(x, t[m].pc);
+		t[m].h = x;
+	}
+	s->trace_hashed = s->trace_start;
+	return x;
 }

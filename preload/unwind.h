@@ -7,6 +7,7 @@
 #define HEAPLENS_UNWIND_H
 
 #include "core.h"
+#include "scratch.h"
 #include "stacks.h"
 
 #pragma GCC visibility push(hidden)
@@ -48,6 +49,25 @@ struct walk_start {
 /* How a table walk ended: at the outermost frame, at a frame no table covers yet (libgcc may go on), or cut. */
 enum { WALK_DONE, WALK_LIBGCC, WALK_CUT, WALK_UNSCANNED /* done, through a library loaded since the last scan */ };
 int table_walk(const struct walk_start *from, struct stack_region *r);
+#define MIX(x, v) ((x) = ((x) ^ (v)) * 0x9e3779b97f4a7c15ull, (x) ^= (x) >> 29)
+uint64_t kept_hash(void);
+/*
+ * A hash of the native frames taken (tls.scratch->frames), folded from the
+ * outermost in: where they are the kept walk's (unwind.c), the hash of the
+ * frames from each of its steps out is kept too, so that a walk that
+ * spliced hashes only the steps it walked itself. Both ways give the same
+ * hash (the check mode compares one with the other: sampler.c).
+ */
+static inline uint64_t walk_hash(void)
+{
+	const struct scratch *s = tls.scratch;
+	if (s->trace_frames)
+		return kept_hash();
+	uint64_t x = 0;
+	for (const uintptr_t *f = s->frames + tls.nframes; f != s->frames;)
+		f--, MIX(x, *f);
+	return x;
+}
 int table_rule(uintptr_t look, uint32_t *rule); /* the rule of the row holding look, from the tables; 0 if none */
 int sigreturn_at(uintptr_t pc); /* pc is the kernel's signal return trampoline (__restore_rt) */
 #define NO_FDE (-2)

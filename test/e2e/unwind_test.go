@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -208,5 +209,74 @@ func TestHostileUnwindTables(t *testing.T) {
 				t.Errorf("exit %d, stdout %q, stderr %q; bare: exit %d, stdout %q", res.code, res.stdout, res.stderr, bare.code, bare.stdout)
 			}
 		})
+	}
+}
+
+// In a Python process a walk splices onto the thread's last one where a
+// frame's rule and CFA are the kept walk's, and checks every return address
+// from there (preload/unwind.c). splicecallers reaches one function from
+// different callers at equal depth, switching at random: the frames at and
+// below it match the last walk's, the callers do not, one frame out (A, B)
+// or two (P, Q). At --rate 1 each route's stack must carry exactly its
+// count times its size, no stack may mix routes, and the tables' walks must
+// equal libgcc's.
+func TestUnwindSplice(t *testing.T) {
+	dir := t.TempDir()
+	lib := build(t, dir, "splicecallers.c", "-shared", "-fPIC")
+	script := filepath.Join(root, "test", "workloads", "splicecallers.py")
+	capPath := filepath.Join(dir, "splice.hlc")
+	res := runEnv(t, 2*time.Minute, []string{"HEAPLENS_UNWIND_CHECK=1"}, heaplensBin(t),
+		"run", "-o", capPath, "--rate", "1", "--", "/usr/bin/python3", script, lib, "20000")
+	if res.code != 0 {
+		t.Fatalf("heaplens run (check mode): exit %d\n%s", res.code, res.stderr)
+	}
+	checkUnwind(t, res.stderr)
+
+	capPath, res = profile(t, dir, []string{"-q", "--rate", "1"}, "/usr/bin/python3", script, lib, "20000")
+	if res.code != 0 {
+		t.Fatalf("heaplens run: exit %d\n%s", res.code, res.stderr)
+	}
+	var count [4]float64
+	var same int
+	if _, err := fmt.Sscanf(strings.TrimSpace(res.stdout), "A=%g B=%g P=%g Q=%g same_cfa=%d", &count[0], &count[1], &count[2], &count[3], &same); err != nil {
+		t.Fatalf("splicecallers printed %q: %v", res.stdout, err)
+	}
+	if same != 1 {
+		t.Fatalf("!!! mid's CFA differed between routes (the compiler laid the routes' frames out differently): the test does not test the splice's case")
+	}
+	routes := []struct {
+		suffix string
+		size   float64
+	}{
+		{"splice_run;route_a;mid;leaf", 1000},
+		{"splice_run;route_b;mid;leaf", 2000},
+		{"splice_run;route_p;shared;mid;leaf", 3000},
+		{"splice_run;route_q;shared;mid;leaf", 4000},
+	}
+	var got [4]float64
+	for stack, bytes := range report(t, capPath, "allocs") {
+		var names []string
+		for _, fr := range strings.Split(stack, ";") {
+			names = append(names, strings.SplitN(fr, " (", 2)[0])
+		}
+		joined := strings.Join(names, ";")
+		if !strings.HasSuffix(joined, ";leaf") {
+			continue
+		}
+		found := false
+		for i, r := range routes {
+			if strings.HasSuffix(joined, ";"+r.suffix) {
+				got[i] += bytes
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("a stack of leaf through no route (%.0f bytes): %s", bytes, stack)
+		}
+	}
+	for i, r := range routes {
+		if want := count[i] * r.size; got[i] != want {
+			t.Errorf("%s: %.0f bytes, want exactly %.0f (%.0f calls of %.0f B)", r.suffix, got[i], want, count[i], r.size)
+		}
 	}
 }
