@@ -109,7 +109,7 @@ func runCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Output, "o", "", "capture file (default ./heaplens-COMMAND-PID.hlc)")
 	fs.Var(sizeFlag{&o.Rate}, "rate", "mean bytes between samples, e.g. 512KiB; 1 records every allocation")
 	fs.Uint64Var(&o.Seed, "seed", 0, "fixed sampler seed, for reproducible runs (0 = random)")
-	fs.Var(sizeFlag{&o.RingSize}, "ring-size", "shared-memory ring per process, a power of two from 64KiB to 1GiB (default 16MiB; 64MiB with --rate 1)")
+	fs.Var(sizeFlag{&o.RingSize}, "ring-size", "shared-memory ring per process, a power of two from 64KiB to 1GiB (default 16MiB; 128MiB with --rate 1)")
 	fs.BoolVar(&o.NoFollow, "no-follow", false, "profile the command's own process only, not the processes it starts")
 	fs.BoolVar(&o.NoPython, "no-python", false, "record native frames only: no Python frames, no PyMem hooks")
 	fs.BoolVar(&o.NativePythonInternals, "native-python-internals", false, "keep the interpreter's own native frames between Python frames")

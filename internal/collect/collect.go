@@ -405,8 +405,8 @@ func (c *Collector) Poll(final bool) error {
 }
 
 // A poll drains each ring drainSlice records at a time, in turn, for at
-// most drainRounds rounds (4 M records a ring: more than a 64 MiB ring
-// holds).
+// most drainRounds rounds (4 M records a ring: as many 32-byte FREEs as
+// --rate 1's 128 MiB ring holds).
 const (
 	drainSlice  = 1024
 	drainRounds = 4096

@@ -48,7 +48,7 @@ _MARK_WAIT = 30
 # a ring as large as heaplens run gives --rate 1: pytest's start-up alone
 # records tens of MB of new stacks.
 _SMALL_RATE = 64 * 1024
-_SMALL_RATE_RING = "64MiB"
+_SMALL_RATE_RING = "128MiB"
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
           "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
 

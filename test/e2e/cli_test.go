@@ -37,7 +37,7 @@ func TestCLIMessages(t *testing.T) {
 		{name: "missing", args: []string{"run", "--", "no-such-command-heaplens"}, code: 127,
 			stderr: []string{"no-such-command-heaplens: command not found"}},
 		{name: "run help", args: []string{"run", "--help"}, code: 0,
-			stdout: []string{"usage: heaplens run [flags] -- COMMAND", "-ring-size", "(default 16MiB; 64MiB with --rate 1)"}, notOut: []string{"(default 0"}},
+			stdout: []string{"usage: heaplens run [flags] -- COMMAND", "-ring-size", "(default 16MiB; 128MiB with --rate 1)"}, notOut: []string{"(default 0"}},
 		{name: "report help", args: []string{"report", "-h"}, code: 0,
 			stdout: []string{"usage: heaplens report CAPTURE", "-view", "-at"}, notOut: []string{"-1ns"}},
 		{name: "serve help", args: []string{"serve", "--help"}, code: 0, stdout: []string{"usage: heaplens serve CAPTURE"}},

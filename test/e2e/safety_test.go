@@ -38,18 +38,18 @@ func TestFullRingFilesystem(t *testing.T) {
 	if bare.code != 0 {
 		t.Fatalf("stress fails without heaplens: %d %s", bare.code, bare.stdout)
 	}
-	filled := regexp.MustCompile(`process \d+ \(stress\) filled /dev/shm/heaplens-\S+: its ring could be backed only to \d+ [KM]iB of 64 MiB \(no space left on device\); ` +
+	filled := regexp.MustCompile(`process \d+ \(stress\) filled /dev/shm/heaplens-\S+: its ring could be backed only to \d+ [KM]iB of 128 MiB \(no space left on device\); ` +
 		`its samples after that point were dropped and counted \([1-9]\d* allocations, [1-9]\d* frees`)
 	cases := []struct {
 		shm  string
 		want *regexp.Regexp // in heaplens's warnings
 	}{
-		// 8 threads at --rate 1 (whose ring is 64 MiB) record far more than 8 MiB: the ring fills
+		// 8 threads at --rate 1 (whose ring is 128 MiB) record far more than 8 MiB: the ring fills
 		// the file system while the program runs (the start of it fits).
 		{"8m", filled},
 		{"1m", filled},
 		// Not even the start of a ring (a header page and 64 KiB) fits.
-		{"64k", regexp.MustCompile(`process \d+ \(stress\) ran unprofiled: could not back even the start of a ring of 64 MiB in /dev/shm/heaplens-\S+: no space left on device`)},
+		{"64k", regexp.MustCompile(`process \d+ \(stress\) ran unprofiled: could not back even the start of a ring of 128 MiB in /dev/shm/heaplens-\S+: no space left on device`)},
 	}
 	for _, c := range cases {
 		t.Run("shm="+c.shm, func(t *testing.T) {
