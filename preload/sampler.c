@@ -539,45 +539,44 @@ out:
 }
 
 /*
- * A FREE record: of a sampled block (func 0), or of a munmap of [p, p+n)
- * (HL_FUNC_MUNMAP), whose sampled mappings the agent frees. Must be called
- * before the memory is released, so that a reuse of the address is
- * recorded after it.
+ * A FREE record of p, len bytes, reserved and written but for its header
+ * (and a munmap's length), for the caller to commit: of a sampled block
+ * (func 0), of a munmap of [p, p+n) (HL_FUNC_MUNMAP, whose sampled
+ * mappings the agent frees), of any block in exact mode (free_hold).
+ * Reserved before the memory is released, so that a reuse of the address
+ * is recorded after it. -1 if the ring is full (the drop counted).
  */
-static void put_free(struct hl_ring_header *h, void *p, uint64_t n, uint32_t func)
+static int64_t reserve_free(struct hl_ring_header *h, void *p, uint64_t len)
 {
-	uint64_t pos, len = func ? 40 : 32;
+	uint64_t pos;
 	int saved = errno;
 	if (!ring_reserve(len, &pos)) {
 		__atomic_fetch_add(&h->dropped_free, 1, __ATOMIC_RELAXED);
 		errno = saved;
-		return;
+		return -1;
 	}
 	ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
 	ring_put(pos + 16, (uint64_t)(uintptr_t)p);
 	ring_put(pos + 24, (uint64_t)tid());
-	if (func)
-		ring_put(pos + 32, n);
-	ring_commit(pos, hl_rec_header((uint32_t)len, HL_REC_FREE, func, 0));
 	errno = saved;
+	return (int64_t)pos;
 }
 
 COLD void record_unmap(void *p, size_t n)
 {
 	struct hl_ring_header *h = __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE);
-	if (h && g.active)
-		put_free(h, p, n, HL_FUNC_MUNMAP);
+	int64_t pos;
+	if (h && g.active && (pos = reserve_free(h, p, 40)) >= 0) {
+		ring_put((uint64_t)pos + 32, n);
+		ring_commit((uint64_t)pos, hl_rec_header(40, HL_REC_FREE, HL_FUNC_MUNMAP, 0));
+	}
 }
 
 COLD void record_free(void *p)
 {
-	struct hl_ring_header *h = __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE);
-	if (!h || !RELAXED(g.active)) /* attached: no session (blocks sampled in an earlier one are freed) */
-		return;
-	int saved = errno;
-	py_check_final();
-	errno = saved;
-	put_free(h, p, 0, 0);
+	int64_t pos = free_hold(p);
+	if (pos >= 0)
+		ring_commit((uint64_t)pos, hl_rec_header(32, HL_REC_FREE, 0, 0));
 }
 
 /*
@@ -592,21 +591,12 @@ COLD void record_free(void *p)
 COLD int64_t free_hold(void *p)
 {
 	struct hl_ring_header *h = __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE);
-	if (!p || !h || !RELAXED(g.active))
+	if (!p || !h || !RELAXED(g.active)) /* attached: no session (blocks sampled in an earlier one are freed) */
 		return -1;
 	int saved = errno;
 	py_check_final();
-	uint64_t pos;
-	if (!ring_reserve(32, &pos)) {
-		__atomic_fetch_add(&h->dropped_free, 1, __ATOMIC_RELAXED);
-		errno = saved;
-		return -1;
-	}
-	ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
-	ring_put(pos + 16, (uint64_t)(uintptr_t)p);
-	ring_put(pos + 24, (uint64_t)tid());
 	errno = saved;
-	return (int64_t)pos;
+	return reserve_free(h, p, 32);
 }
 
 /* Commits free_hold's record as the FREE of a block freed by the malloc family or a PyMem domain, or as a VOID record, which says nothing. */
