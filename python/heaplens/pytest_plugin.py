@@ -46,7 +46,8 @@ _RATE_DIVISOR = 1537
 _MARK_WAIT = 30
 # Below this rate nearly every allocation is sampled, and the session gets
 # a ring as large as heaplens run gives --rate 1: pytest's start-up alone
-# records tens of MB of new stacks.
+# records tens of MB of new stacks. Equal to launch.ExactRingSize
+# (TestPytestPluginRingIsExactRingSize).
 _SMALL_RATE = 64 * 1024
 _SMALL_RATE_RING = "128MiB"
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
