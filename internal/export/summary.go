@@ -40,6 +40,7 @@ func peakAt(start int64, p heap.Point) string {
 func Summary(w io.Writer, c *capture.Capture, sum *heap.Summary, opt SummaryOptions) error {
 	allocs, leaks := sum.Allocs, sum.Leaks
 	helpers := Helpers(c, allocs)
+	users := newUserFrames(c)
 	top := opt.Top
 	if top == 0 {
 		top = 5
@@ -73,7 +74,7 @@ func Summary(w io.Writer, c *capture.Capture, sum *heap.Summary, opt SummaryOpti
 	}
 	if pk := withoutStreams(sum.Peak, helpers); len(pk.Samples) > 0 {
 		fmt.Fprintf(&b, "  top sites at peak:\n")
-		for i, s := range bySite(c, pk, top) {
+		for i, s := range bySite(users, pk, top) {
 			fmt.Fprintf(&b, "    %d. %10s%s  %s\n", i+1, size.Human(s.bytes), plusMinus(c.Meta.Rate, s.v), s.label)
 		}
 	}
@@ -86,7 +87,7 @@ func Summary(w io.Writer, c *capture.Capture, sum *heap.Summary, opt SummaryOpti
 	fmt.Fprintf(&b, "  %-11s %10s%s in %s objects (estimated)\n", end, size.Human(leaks.TotalBytes), plusMinus(c.Meta.Rate, leaks.TotalVar), count(leaks.TotalObjects))
 	if own := withoutStreams(leaks, helpers); len(own.Samples) > 0 {
 		fmt.Fprintf(&b, "  top leak suspects (%s):\n", ended)
-		for i, s := range bySite(c, own, top) {
+		for i, s := range bySite(users, own, top) {
 			fmt.Fprintf(&b, "    %d. %10s%s  %s\n", i+1, size.Human(s.bytes), plusMinus(c.Meta.Rate, s.v), s.label)
 		}
 	}
@@ -179,14 +180,14 @@ type site struct {
 // bySite merges stacks by their innermost user frame, biggest first; the
 // label names the leaf that allocated the most beside it, and how many
 // other leaves there were.
-func bySite(c *capture.Capture, p *heap.Profile, top int) []site {
+func bySite(u *userFrames, p *heap.Profile, top int) []site {
 	type acc struct {
 		site
 		leaves map[string]float64
 	}
 	sum := map[string]*acc{}
 	for _, s := range p.Samples {
-		user, leaf := UserFrame(c, s.StackID)
+		user, leaf := u.of(s.StackID)
 		a := sum[user]
 		if a == nil {
 			a = &acc{site: site{label: user}, leaves: map[string]float64{}}
@@ -238,28 +239,47 @@ func bySite(c *capture.Capture, p *heap.Profile, top int) []site {
 // cache's code, via _json. When every frame is outside the user's code,
 // user is the leaf and leaf is "".
 func UserFrame(c *capture.Capture, stackID uint64) (user, leaf string) {
+	return newUserFrames(c).of(stackID)
+}
+
+// userFrames is UserFrame for many stacks of one capture: it decides once
+// per location whether it is the user's, and names each stack once (an
+// exact run's summary asks for ~1 M stacks, sharing most of their frames).
+type userFrames struct {
+	c      *capture.Capture
+	interp map[string]bool
+	users  map[uint64]bool      // by location ID
+	stacks map[uint64][2]string // by stack ID: user, leaf
+}
+
+func newUserFrames(c *capture.Capture) *userFrames {
+	return &userFrames{c: c, interp: interpreterFiles(c), users: map[uint64]bool{}, stacks: map[uint64][2]string{}}
+}
+
+// of is UserFrame(u.c, stackID).
+func (u *userFrames) of(stackID uint64) (user, leaf string) {
+	if s, ok := u.stacks[stackID]; ok {
+		return s[0], s[1]
+	}
+	user, leaf = u.name(stackID)
+	u.stacks[stackID] = [2]string{user, leaf}
+	return user, leaf
+}
+
+// name is UserFrame, through the location cache.
+func (u *userFrames) name(stackID uint64) (user, leaf string) {
+	c := u.c
 	frames := stackFrames(c, stackID, 1) // the leaf's label is all it compares
 	st := c.Stacks[stackID]
 	if st == nil || len(st.Locations) == 0 {
 		return frames[0], ""
 	}
-	interp := interpreterFiles(c)
 	for _, id := range st.Locations {
+		if !u.isUser(id) {
+			continue
+		}
 		loc := c.Locations[id]
-		if loc == nil {
-			continue
-		}
 		m := c.Mappings[loc.MappingID]
-		if loc.Kind == capture.KindPool { // pool work: the code that asked for it is further out
-			continue
-		}
-		if loc.Kind == capture.KindPython {
-			if len(loc.Lines) == 0 || notUsers(loc.Lines[0].File) {
-				continue
-			}
-		} else if m != nil && (systemFile(m.File) || interp[m.File] || notUsers(m.File)) {
-			continue
-		}
 		if len(loc.Lines) == 0 {
 			user = FrameLabel(loc, nil, m)
 		} else {
@@ -276,6 +296,26 @@ func UserFrame(c *capture.Capture, stackID uint64) (user, leaf string) {
 		return user, leaf
 	}
 	return frames[0], ""
+}
+
+// isUser reports whether a location is in the user's code (see UserFrame).
+func (u *userFrames) isUser(id uint64) bool {
+	is, ok := u.users[id]
+	if ok {
+		return is
+	}
+	loc := u.c.Locations[id]
+	switch {
+	case loc == nil:
+	case loc.Kind == capture.KindPool: // pool work: the code that asked for it is further out
+	case loc.Kind == capture.KindPython:
+		is = len(loc.Lines) > 0 && !notUsers(loc.Lines[0].File)
+	default:
+		m := u.c.Mappings[loc.MappingID]
+		is = m == nil || !(systemFile(m.File) || u.interp[m.File] || notUsers(m.File))
+	}
+	u.users[id] = is
+	return is
 }
 
 // interpreterFiles returns the executables of the capture's Python
