@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "reserve.h"
 #include "scratch.h"
 
 enum { KEY_NONE, KEY_MAKING, KEY_READY, KEY_FAILED };
@@ -28,7 +29,7 @@ static void release(void *s)
 		tls.scratch = NULL;
 		tls.scratch_gone = 1; /* a later destructor's allocation finds none: dropped, not mapped again */
 	}
-	syscall(SYS_munmap, s, sizeof(struct scratch));
+	reserve_unmap(s, sizeof(struct scratch));
 }
 
 /*
@@ -54,12 +55,11 @@ COLD struct scratch *scratch_get(void)
 		return tls.scratch;
 	if (tls.scratch_gone || NO_NEW_CALLS() || !key_ready()) /* no new system call under a seccomp filter */
 		return NULL;
-	void *m = (void *)syscall(SYS_mmap, NULL, sizeof(struct scratch), PROT_READ | PROT_WRITE,
-				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	void *m = reserve_map(sizeof(struct scratch), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1);
 	if (m == MAP_FAILED)
 		return NULL;
 	if (pthread_setspecific(key, m) != 0) {
-		syscall(SYS_munmap, m, sizeof(struct scratch));
+		reserve_unmap(m, sizeof(struct scratch));
 		return NULL;
 	}
 	tls.scratch = m;
