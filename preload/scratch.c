@@ -5,8 +5,9 @@
  * carves static TLS out of every new thread's stack, so 80 KiB there would
  * make pthread_create fail for the 16 KiB stacks programs may ask for
  * (docs/preload-safety.md). It is mapped on the thread's first sample,
- * with the system call itself (no lock, no hook), and unmapped when the
- * thread ends, by a thread-specific key's destructor. A thread that
+ * with the system call itself (no lock, no hook), in the range reserved
+ * for the library's later mappings while it has room (reserve.c), and
+ * unmapped when the thread ends, by a thread-specific key's destructor. A thread that
  * cannot get it drops its samples, counted.
  */
 #define _GNU_SOURCE
