@@ -43,6 +43,7 @@
 #include "modules.h"
 #include "pools.h"
 #include "python.h"
+#include "reserve.h"
 #include "ring.h"
 #include "stacks.h"
 
@@ -263,6 +264,7 @@ __attribute__((constructor)) static void heaplens_attach_load(void)
 	allocapi_started();
 	heapstats_init();
 	scratch_init();
+	reserve_init();
 	stacks_init();
 	pools_init();
 	py_detect();

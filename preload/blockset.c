@@ -37,6 +37,7 @@
 
 #include "blockset.h"
 #include "core.h"
+#include "reserve.h"
 #include "ring.h"
 #include "sampler.h"
 
@@ -90,13 +91,12 @@ static int grow(struct blockset *s, uint32_t had)
 		return 1; /* another thread grew it meanwhile */
 	uint32_t bits = s->bits[had - 1] + 2;
 	if (!__atomic_load_n(&s->table[had], __ATOMIC_ACQUIRE)) {
-		void *m = (void *)syscall(SYS_mmap, NULL, 8ull << bits, PROT_READ | PROT_WRITE,
-					  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		void *m = reserve_map(8ull << bits, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1);
 		if (m == MAP_FAILED)
 			return 0;
 		uint64_t *none = NULL;
 		if (!__atomic_compare_exchange_n(&s->table[had], &none, (uint64_t *)m, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-			syscall(SYS_munmap, m, 8ull << bits); /* another's is in: use it */
+			reserve_unmap(m, 8ull << bits); /* another's is in: use it */
 	}
 	__atomic_store_n(&s->bits[had], bits, __ATOMIC_RELAXED);
 	__atomic_compare_exchange_n(&s->levels, &had, had + 1, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);

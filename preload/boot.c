@@ -28,6 +28,7 @@
 #include "modules.h"
 #include "pools.h"
 #include "python.h"
+#include "reserve.h"
 #include "ring.h"
 #include "sampler.h"
 #include "sanitizer.h"
@@ -272,6 +273,8 @@ void init_global(void)
 		ring_create(0, 0, 0);
 		SET_RELAXED(g.active, g.ring != NULL);
 	}
+	if (g.active) /* before the program maps anything more: see reserve.c */
+		reserve_init();
 	if (g.active && !blockset_init(&sampled_blocks))
 		SET_RELAXED(g.active, 0); /* nowhere to keep sampled blocks: nothing is sampled */
 	if (g.active) {

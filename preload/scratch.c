@@ -5,8 +5,9 @@
  * carves static TLS out of every new thread's stack, so 80 KiB there would
  * make pthread_create fail for the 16 KiB stacks programs may ask for
  * (docs/preload-safety.md). It is mapped on the thread's first sample,
- * with the system call itself (no lock, no hook), and unmapped when the
- * thread ends, by a thread-specific key's destructor. A thread that
+ * with the system call itself (no lock, no hook), in the range reserved
+ * for the library's later mappings while it has room (reserve.c), and
+ * unmapped when the thread ends, by a thread-specific key's destructor. A thread that
  * cannot get it drops its samples, counted.
  */
 #define _GNU_SOURCE
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "reserve.h"
 #include "scratch.h"
 
 enum { KEY_NONE, KEY_MAKING, KEY_READY, KEY_FAILED };
@@ -28,7 +30,7 @@ static void release(void *s)
 		tls.scratch = NULL;
 		tls.scratch_gone = 1; /* a later destructor's allocation finds none: dropped, not mapped again */
 	}
-	syscall(SYS_munmap, s, sizeof(struct scratch));
+	reserve_unmap(s, sizeof(struct scratch));
 }
 
 /*
@@ -54,12 +56,11 @@ COLD struct scratch *scratch_get(void)
 		return tls.scratch;
 	if (tls.scratch_gone || NO_NEW_CALLS() || !key_ready()) /* no new system call under a seccomp filter */
 		return NULL;
-	void *m = (void *)syscall(SYS_mmap, NULL, sizeof(struct scratch), PROT_READ | PROT_WRITE,
-				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	void *m = reserve_map(sizeof(struct scratch), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1);
 	if (m == MAP_FAILED)
 		return NULL;
 	if (pthread_setspecific(key, m) != 0) {
-		syscall(SYS_munmap, m, sizeof(struct scratch));
+		reserve_unmap(m, sizeof(struct scratch));
 		return NULL;
 	}
 	tls.scratch = m;

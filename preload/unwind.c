@@ -16,6 +16,7 @@
 
 #include "core.h"
 #include "modules.h"
+#include "reserve.h"
 #include "ring.h"
 #include "scratch.h"
 #include "stacks.h"
@@ -94,14 +95,14 @@ static int table_load(struct module *m)
 	} else if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size >= TAB_HEADER &&
 		   (uint64_t)sb.st_size <= TAB_HEADER + 12ull * TAB_MAX_ROWS + 8) {
 		uint64_t size = (uint64_t)sb.st_size;
-		const uint8_t *b = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+		const uint8_t *b = reserve_map(size, PROT_READ, MAP_PRIVATE, fd);
 		if (b != MAP_FAILED && table_take(m, b, size)) {
 			uint64_t base;
 			memcpy(&base, b + 16, 8);
 			m->tab_lo = m->bias + base;
 			next = TAB_READY;
 		} else if (b != MAP_FAILED)
-			munmap((void *)(uintptr_t)b, size);
+			reserve_unmap((void *)(uintptr_t)b, size);
 	}
 	if (fd >= 0)
 		close(fd);
