@@ -6,7 +6,7 @@
 
 #pragma GCC visibility push(hidden)
 
-int pool_origin(uint64_t *token); /* a sampled allocation's origin token, and its HL_ORIGIN_* */
+int pool_origin(uint64_t *token, int python_thread); /* a sampled allocation's origin token, and its HL_ORIGIN_*; python_thread: py_walk found its thread state */
 uint64_t origin_begin(void);
 void origin_end(void);
 void pools_init(void);

@@ -281,9 +281,11 @@ static int walk_native(struct hl_ring_header *h, const struct walk_start *from, 
  * Unwinds this thread into tls.scratch->frames and, unless the caller
  * already did, reads its Python frames into tls.scratch->py; then makes sure the agent can name
  * every pc (the caller sends the code objects: a stack sent by ref needs
- * none). Returns the ALLOC/ORIGIN flags.
+ * none). Returns the ALLOC/ORIGIN flags; *python_thread: py_walk, run
+ * here, found the thread's Python thread state.
  */
-static uint32_t take_stack(struct hl_ring_header *h, int walked, const struct walk_start *from, const struct stack_region *on)
+static uint32_t take_stack(struct hl_ring_header *h, int walked, const struct walk_start *from, const struct stack_region *on,
+			   int *python_thread)
 {
 	tls.nframes = 0;
 	int cut = 0, known = 0;
@@ -293,7 +295,7 @@ static uint32_t take_stack(struct hl_ring_header *h, int walked, const struct wa
 		tls.scratch->trace_frames = 0; /* frames are not the kept walk's (walk_hash) */
 	py_check_final();
 	if (!walked)
-		py_walk();
+		*python_thread = py_walk();
 	uint32_t nf = tls.nframes, flags = 0;
 	if (nf >= HL_MAX_FRAMES || cut)
 		flags |= HL_ALLOC_TRUNCATED;
@@ -347,8 +349,9 @@ static int stacks_used;
  * The thread's last STACK record, in scratch->sent (scratch.h): the ring
  * it went to (0: none), its tid, n | p << 32, its ref, then the outermost
  * n (at most SENT_NATIVE) of its native frames and, at SENT_PY, the outermost p (at
- * most SENT_PYFRAMES) of its Python frames, leaf first; only outer frames
- * are ever compared. A new stack sends only the inner frames that differ
+ * most SENT_PYFRAMES) of its Python frames, outermost first, so that the
+ * next record rewrites only the frames past those it shares; only outer
+ * frames are ever compared. A new stack sends only the inner frames that differ
  * from them and names the record by tid and ref (HL_STACK_DELTA): the agent
  * keeps each thread's last STACK record. The same thread committed that
  * record before it reserves this one, so the agent reads it first; a
@@ -366,18 +369,25 @@ static int64_t send_stack(struct hl_ring_header *h, uint32_t i, uint64_t key, ui
 	if (base[0] == (uint64_t)(uintptr_t)h && base[1] == me && me) {
 		/* The outer frames both share, compared from the outermost. */
 		uint32_t bn = (uint32_t)base[2], bp = (uint32_t)(base[2] >> 32);
-		while (k < bn && k < nf && base[SENT_FRAMES + bn - 1 - k] == fr[nf - 1 - k])
+		while (k < bn && k < nf && base[SENT_FRAMES + k] == fr[nf - 1 - k])
 			k++;
-		while (j < bp && j < npy && base[SENT_PY + 2 * (bp - 1 - j)] == py[2 * (npy - 1 - j)] &&
-		       base[SENT_PY + 2 * (bp - 1 - j) + 1] == py[2 * (npy - 1 - j) + 1])
+		while (j < bp && j < npy && base[SENT_PY + 2 * j] == py[2 * (npy - 1 - j)] &&
+		       base[SENT_PY + 2 * j + 1] == py[2 * (npy - 1 - j) + 1])
 			j++;
-		if (k + 2 * j < 2) /* the delta's word would cost as much */
-			k = j = 0;
 	}
+	/*
+	 * Its code objects first, all of them (a ref skips that step), but for
+	 * the j outermost Python frames: those are the base record's, each the
+	 * same code pointer and identity, and that record was sent, in this
+	 * ring, only once py_emit_codes said all its frames' code objects were.
+	 */
+	int codes = !npy || py_emit_codes(npy - j);
+	uint32_t kept = k, kept_py = j; /* the base's frames already equal to this stack's */
+	if (k + 2 * j < 2) /* the delta's word would cost as much */
+		k = j = 0;
 	uint64_t delta = k + j > 0;
 	uint64_t len = 24 + 8 * delta + 8 * ((uint64_t)(nf - k) + 2 * (uint64_t)(npy - j));
-	/* Its code objects first, all of them: a ref skips that step. */
-	if ((npy && !py_emit_codes()) || !ring_reserve(len, &pos)) {
+	if (!codes || !ring_reserve(len, &pos)) {
 		__atomic_store_n(&stack_slot[i], old, __ATOMIC_RELEASE);
 		return -1; /* nothing sent: the thread's last STACK record stays its base */
 	}
@@ -391,10 +401,10 @@ static int64_t send_stack(struct hl_ring_header *h, uint32_t i, uint64_t key, ui
 	__atomic_store_n(&stack_slot[i], key | (gen & 0x7fff) << 1 | 1, __ATOMIC_RELEASE);
 	uint32_t bn = nf < SENT_NATIVE ? nf : SENT_NATIVE, bp = npy < SENT_PYFRAMES ? npy : SENT_PYFRAMES;
 	base[0] = (uint64_t)(uintptr_t)h, base[1] = me, base[2] = bn | (uint64_t)bp << 32, base[3] = ref;
-	for (uint32_t n = 0; n < bn; n++)
-		base[SENT_FRAMES + n] = fr[nf - bn + n];
-	for (uint32_t n = 0; n < 2 * bp; n++)
-		base[SENT_PY + n] = py[2 * (npy - bp) + n];
+	for (uint32_t n = kept; n < bn; n++)
+		base[SENT_FRAMES + n] = fr[nf - 1 - n];
+	for (uint32_t n = kept_py; n < bp; n++)
+		base[SENT_PY + 2 * n] = py[2 * (npy - 1 - n)], base[SENT_PY + 2 * n + 1] = py[2 * (npy - 1 - n) + 1];
 	return (int64_t)ref;
 }
 
@@ -459,9 +469,10 @@ COLD void record_alloc(void *p, size_t n, int func)
 		count_drop(&h->dropped_alloc);
 		goto out;
 	}
-	uint32_t flags = take_stack(h, 0, &from, on ? &r : NULL);
+	int python_thread = 0;
+	uint32_t flags = take_stack(h, 0, &from, on ? &r : NULL, &python_thread);
 	uint64_t token = 0;
-	uint32_t method = (uint32_t)pool_origin(&token);
+	uint32_t method = (uint32_t)pool_origin(&token, python_thread);
 	flags |= method << HL_ALLOC_METHOD_SHIFT;
 	if (token)
 		flags |= HL_ALLOC_ORIGIN;
@@ -472,7 +483,7 @@ COLD void record_alloc(void *p, size_t n, int func)
 	if (ref >= 0)
 		flags |= HL_ALLOC_STACKREF, npy = 0, nf = 0;
 	else if (tls.npy)
-		py_emit_codes();
+		py_emit_codes(tls.npy);
 	uint64_t len = body + (ref >= 0 ? 8 : 8 * stack_words()), pos;
 	if (!ring_reserve(len, &pos)) {
 		count_drop(&h->dropped_alloc);
@@ -521,9 +532,10 @@ COLD void record_origin(uint64_t token, int walked)
 		__atomic_fetch_add(&h->dropped_other, 1, __ATOMIC_RELAXED);
 		goto out;
 	}
-	uint32_t flags = take_stack(h, walked, &from, on ? &r : NULL);
+	int python_thread = 0;
+	uint32_t flags = take_stack(h, walked, &from, on ? &r : NULL, &python_thread);
 	if (tls.npy)
-		py_emit_codes();
+		py_emit_codes(tls.npy);
 	uint64_t len = 32 + 8 * stack_words(), pos;
 	if (ring_reserve(len, &pos)) {
 		ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
