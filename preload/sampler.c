@@ -561,16 +561,13 @@ out:
 static int64_t reserve_free(struct hl_ring_header *h, void *p, uint64_t len)
 {
 	uint64_t pos;
-	int saved = errno;
-	if (!ring_reserve(len, &pos)) {
+	if (!ring_reserve(len, &pos)) { /* which may set errno: the callers keep it */
 		__atomic_fetch_add(&h->dropped_free, 1, __ATOMIC_RELAXED);
-		errno = saved;
 		return -1;
 	}
 	ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
 	ring_put(pos + 16, (uint64_t)(uintptr_t)p);
 	ring_put(pos + 24, (uint64_t)tid());
-	errno = saved;
 	return (int64_t)pos;
 }
 
@@ -578,10 +575,12 @@ COLD void record_unmap(void *p, size_t n)
 {
 	struct hl_ring_header *h = __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE);
 	int64_t pos;
+	int saved = errno;
 	if (h && g.active && (pos = reserve_free(h, p, 40)) >= 0) {
 		ring_put((uint64_t)pos + 32, n);
 		ring_commit((uint64_t)pos, hl_rec_header(40, HL_REC_FREE, HL_FUNC_MUNMAP, 0));
 	}
+	errno = saved;
 }
 
 COLD void record_free(void *p)
@@ -607,8 +606,9 @@ COLD int64_t free_hold(void *p)
 		return -1;
 	int saved = errno;
 	py_check_final();
+	int64_t pos = reserve_free(h, p, 32);
 	errno = saved;
-	return reserve_free(h, p, 32);
+	return pos;
 }
 
 /* Commits free_hold's record as the FREE of a block freed by the malloc family or a PyMem domain, or as a VOID record, which says nothing. */
