@@ -196,10 +196,10 @@ int blockset_init(struct blockset *s)
 }
 
 /* Records a sampled block, or counts it dropped when the set has no room; in exact mode, records it. */
-static COLD void keep_put(struct blockset *s, void *p, size_t n, int func)
+static COLD void keep_put(struct blockset *s, void *p, size_t n, int func, const struct walk_start *at)
 {
 	if (put(s, p, n)) {
-		record_alloc(p, n, func);
+		record_alloc(p, n, func, at);
 		return;
 	}
 	struct hl_ring_header *h = ring_now();
@@ -208,10 +208,10 @@ static COLD void keep_put(struct blockset *s, void *p, size_t n, int func)
 }
 
 /* Exact mode's check before any register is saved (put's need them): a jump to record_alloc. */
-COLD void blockset_keep(struct blockset *s, void *p, size_t n, int func)
+COLD void blockset_keep(struct blockset *s, void *p, size_t n, int func, const struct walk_start *at)
 {
 	if (EXACT())
-		record_alloc(p, n, func);
+		record_alloc(p, n, func, at);
 	else
-		keep_put(s, p, n, func);
+		keep_put(s, p, n, func, at);
 }

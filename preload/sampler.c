@@ -448,7 +448,7 @@ static int64_t stack_ref(struct hl_ring_header *h, uint32_t flags)
 void stacks_atfork_child(void) {}
 #endif
 
-COLD void record_alloc(void *p, size_t n, int func)
+COLD void record_alloc(void *p, size_t n, int func, const struct walk_start *at)
 {
 	struct walk_start from = WALK_START();
 	int saved = errno;
@@ -469,6 +469,8 @@ COLD void record_alloc(void *p, size_t n, int func)
 		count_drop(&h->dropped_alloc);
 		goto out;
 	}
+	if (at) /* a frame of the same chain of calls, above ours: on the same stack */
+		from = *at;
 	int python_thread = 0;
 	uint32_t flags = take_stack(h, 0, &from, on ? &r : NULL, &python_thread);
 	uint64_t token = 0;
