@@ -26,7 +26,7 @@ struct blockset sampled_blocks;
 COLD void *kept_block(void *p, size_t n, int func)
 {
 	if (p)
-		blockset_keep(&sampled_blocks, p, n, func, NULL);
+		KEEP_FROM_CALLER(&sampled_blocks, p, n, func);
 	return p;
 }
 

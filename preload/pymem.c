@@ -17,7 +17,6 @@
 #include "python.h"
 #include "ring.h"
 #include "sampler.h"
-#include "unwind.h"
 
 /* PyMemAllocatorEx and the domains, as in CPython's public headers. */
 typedef struct {
@@ -70,11 +69,8 @@ static COLD void *pm_malloc_slow(pymem_allocator *prev, size_t n)
 {
 	int sampled = sample_slow(n); /* first: what the allocator asks of malloc is counted after */
 	void *p = prev->malloc(prev->ctx, n);
-	if (p && sampled) {
-		/* Nearly every Python sample's: the walk starts at our caller, not one library frame below. */
-		struct walk_start at = WALK_START();
-		blockset_keep(&objects, p, n, HL_FUNC_PYMEM_MALLOC, &at);
-	}
+	if (p && sampled)
+		KEEP_FROM_CALLER(&objects, p, n, HL_FUNC_PYMEM_MALLOC);
 	return p;
 }
 
@@ -92,7 +88,7 @@ static COLD void *pm_calloc_slow(pymem_allocator *prev, size_t k, size_t n)
 	int sampled = sample_slow(k * n);
 	void *p = prev->calloc(prev->ctx, k, n);
 	if (p && sampled)
-		blockset_keep(&objects, p, k * n, HL_FUNC_PYMEM_CALLOC, NULL);
+		KEEP_FROM_CALLER(&objects, p, k * n, HL_FUNC_PYMEM_CALLOC);
 	return p;
 }
 
@@ -144,7 +140,7 @@ static COLD void *pm_realloc_slow(pymem_allocator *prev, void *p, size_t n, int 
 		void *q = prev->realloc(prev->ctx, p, n);
 		free_settle(held, 1, q != NULL);
 		if (q && new)
-			blockset_keep(&objects, q, n, HL_FUNC_PYMEM_REALLOC, NULL);
+			KEEP_FROM_CALLER(&objects, q, n, HL_FUNC_PYMEM_REALLOC);
 		return q;
 	}
 	int64_t old = p ? blockset_take(&objects, p) : -1;
@@ -158,7 +154,7 @@ static COLD void *pm_realloc_slow(pymem_allocator *prev, void *p, size_t n, int 
 		return NULL;
 	}
 	if (new)
-		blockset_keep(&objects, q, n, HL_FUNC_PYMEM_REALLOC, NULL);
+		KEEP_FROM_CALLER(&objects, q, n, HL_FUNC_PYMEM_REALLOC);
 	return q;
 }
 
