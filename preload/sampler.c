@@ -408,27 +408,41 @@ static int64_t send_stack(struct hl_ring_header *h, uint32_t i, uint64_t key, ui
 	return (int64_t)ref;
 }
 
-/* The ref of the taken stack, sending it first if it is new; -1: send it whole. */
+/*
+ * The ref of the taken stack, sending it first if it is new; -1: send it
+ * whole. The slot this thread last found the stack in is tried first
+ * (scratch->ref_hint): in a table filling up, a stack sits a few probes
+ * from its home (py_churn: ~4 on average). Whichever slot holds its key
+ * (and its committed record), the ref names the same stack, as the probes
+ * would: two slots hold one key only where two threads sent it at once.
+ */
 static int64_t stack_ref(struct hl_ring_header *h, uint32_t flags)
 {
 	if (g.rate >= STACK_REF_RATE)
 		return -1;
 	uint64_t x = stack_hash(flags, RELAXED(g.walk_splice)), key = x & STACK_KEY;
-	uint32_t home = (uint32_t)(x >> 16) & (HL_STACK_REFS - 1), i = home;
+	uint16_t *hint = &tls.scratch->ref_hint[(x >> 40) & (REF_HINTS - 1)];
+	uint32_t home = (uint32_t)(x >> 16) & (HL_STACK_REFS - 1), i = *hint;
+	uint64_t v = __atomic_load_n(&stack_slot[i], __ATOMIC_ACQUIRE);
+	if ((v & 1) && (v & STACK_KEY) == key)
+		return i | (int64_t)(v >> 1 & 0x7fff) << 14;
 	SET_RELAXED(stacks_used, 1);
+	i = home;
 	for (int probe = 0; probe < STACK_PROBES; probe++, i = (i + 1) & (HL_STACK_REFS - 1)) {
-		uint64_t v = __atomic_load_n(&stack_slot[i], __ATOMIC_ACQUIRE);
-		if ((v & 1) && (v & STACK_KEY) == key)
+		v = __atomic_load_n(&stack_slot[i], __ATOMIC_ACQUIRE);
+		if ((v & 1) && (v & STACK_KEY) == key) {
+			*hint = (uint16_t)i;
 			return i | (int64_t)(v >> 1 & 0x7fff) << 14;
+		}
 		if (v == 0 && __atomic_compare_exchange_n(&stack_slot[i], &v, STACK_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-			return send_stack(h, i, key, 0, flags);
+			return *hint = (uint16_t)i, send_stack(h, i, key, 0, flags);
 	}
 	/* No free slot: evict one of the probed, chosen by other bits of the hash. */
 	i = (home + (uint32_t)(x >> 30) % STACK_PROBES) & (HL_STACK_REFS - 1);
-	uint64_t v = __atomic_load_n(&stack_slot[i], __ATOMIC_ACQUIRE);
+	v = __atomic_load_n(&stack_slot[i], __ATOMIC_ACQUIRE);
 	if (!(v & 1) || !__atomic_compare_exchange_n(&stack_slot[i], &v, STACK_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return -1; /* another thread is writing it */
-	return send_stack(h, i, key, v, flags);
+	return *hint = (uint16_t)i, send_stack(h, i, key, v, flags);
 }
 
 /* A fork child's agent knows none of the parent's refs. */
