@@ -44,7 +44,9 @@ struct scratch {
 	uint32_t trace_frames; /* 1: frames holds the kept walk's (the last walk was kept whole) */
 	uintptr_t trace_hi;   /* the end of the stack it was on */
 };
-struct scratch *scratch_get(void); /* NULL: none can be had, the sample is dropped */
+struct scratch *scratch_make(void); /* the thread's first: mapped now; NULL: none can be had */
+/* The thread's scratch; NULL: none can be had, the sample is dropped. */
+static inline struct scratch *scratch_get(void) { return likely(tls.scratch != NULL) ? tls.scratch : scratch_make(); }
 void scratch_init(void);           /* from init_global: the key, before any thread's first sample */
 
 #pragma GCC visibility pop
