@@ -123,12 +123,8 @@ static uint64_t fallback(int *waiting)
 	return token_of(found);
 }
 
-/*
- * Called for every sampled allocation: its origin token and method.
- * python_thread: the sample's py_walk found this thread's thread state, so
- * it is no foreign thread (py_foreign_thread, ~60 instructions, not asked).
- */
-int pool_origin(uint64_t *token, int python_thread)
+/* pool_origin, unless a Python thread works for itself; python_thread spares asking py_foreign_thread (~60 instructions). */
+int pool_origin_slow(uint64_t *token, int python_thread)
 {
 	*token = 0;
 	if (tls.pool.origin) {
