@@ -157,35 +157,35 @@ enum { FAM_OBJECTS, FAM_311, FAM_312 };
  */
 static inline __attribute__((always_inline)) uint32_t walk_frames(const char *f, const int fam, uint64_t *restrict out)
 {
-	const struct pylayout L = py.L;
+	const struct pylayout *L = &py.L; /* not a copy: ~16 instructions a walk */
 	const void *none = py.none, *code_type = py.code_type;
 	uint32_t n = 0;
 #define END_ACTIVATION() (n ? (void)(out[2 * n - 1] |= HL_PY_ACTIVATION_END) : (void)0)
-	for (int k = 0; f && k < 4 * HL_MAX_PYFRAMES; k++, f = LOAD(const char *, f, L.f_back)) {
-		int owner = fam != FAM_OBJECTS ? LOAD(uint8_t, f, L.f_owner) : 0;
+	for (int k = 0; f && k < 4 * HL_MAX_PYFRAMES; k++, f = LOAD(const char *, f, L->f_back)) {
+		int owner = fam != FAM_OBJECTS ? LOAD(uint8_t, f, L->f_owner) : 0;
 		if (fam == FAM_312 && owner >= 3) { /* the C-stack shim below each activation */
 			END_ACTIVATION();
 			continue;
 		}
-		uintptr_t cw = LOAD(uintptr_t, f, L.f_code);
-		const char *code = (const char *)(fam == FAM_312 ? cw & ~(uintptr_t)L.f_code_tag : cw);
+		uintptr_t cw = LOAD(uintptr_t, f, L->f_code);
+		const char *code = (const char *)(fam == FAM_312 ? cw & ~(uintptr_t)L->f_code_tag : cw);
 		if (!code || code == none || LOAD(void *, code, OB_TYPE) != code_type)
 			continue;
 		int64_t pos;
 		if (fam == FAM_OBJECTS)
-			pos = LOAD(int, f, L.f_pos);
+			pos = LOAD(int, f, L->f_pos);
 		else
-			pos = (LOAD(const char *, f, L.f_pos) - (code + L.co_adaptive)) / 2;
-		int entry = fam == FAM_OBJECTS || (fam == FAM_311 && LOAD(uint8_t, f, L.f_is_entry));
+			pos = (LOAD(const char *, f, L->f_pos) - (code + L->co_adaptive)) / 2;
+		int entry = fam == FAM_OBJECTS || (fam == FAM_311 && LOAD(uint8_t, f, L->f_is_entry));
 		/* Frames pushed but not yet running (and 3.13's __init__ cleanup shim) are not shown. */
-		if (fam != FAM_OBJECTS && owner != 1 && pos < LOAD(int, code, L.co_firsttraceable)) {
+		if (fam != FAM_OBJECTS && owner != 1 && pos < LOAD(int, code, L->co_firsttraceable)) {
 			if (entry)
 				END_ACTIVATION();
 			continue;
 		}
 		if (n < HL_MAX_PYFRAMES) {
 			out[2 * n] = (uint64_t)(uintptr_t)code;
-			out[2 * n + 1] = (uint64_t)identity(code, &L) << 32 | (uint64_t)((pos + 1) & 0x7fffffff);
+			out[2 * n + 1] = (uint64_t)identity(code, L) << 32 | (uint64_t)((pos + 1) & 0x7fffffff);
 			n++;
 		}
 		if (entry)
