@@ -198,8 +198,9 @@ static int libgcc_walk(const struct stack_region *r)
  */
 static inline __attribute__((always_inline)) uint64_t py_hash(uint64_t x)
 {
-	for (uint32_t i = 0; i < 2 * tls.npy; i++)
-		MIX(x, tls.scratch->py[i]);
+	const uint64_t *py = tls.scratch->py;
+	for (uint32_t i = 0, n = tls.npy; i < n; i++, py += 2) /* a frame's two words a turn */
+		MIX(x, py[0]), MIX(x, py[1]);
 	return x;
 }
 
