@@ -71,7 +71,7 @@ static void *resized(void *p, void *q, size_t n, int64_t old, int func)
 		free_settle(old, 0, q || !n);
 	if (!q && p && n) { /* failed: the old block lives on */
 		if (old >= 0 && !EXACT())
-			blockset_keep(&sampled_blocks, p, (size_t)old, func);
+			blockset_keep(&sampled_blocks, p, (size_t)old, func, NULL);
 		return q;
 	}
 	return unlikely(sample_now(n)) ? kept_block(q, n, func) : q;

@@ -196,13 +196,22 @@ int blockset_init(struct blockset *s)
 }
 
 /* Records a sampled block, or counts it dropped when the set has no room; in exact mode, records it. */
-COLD void blockset_keep(struct blockset *s, void *p, size_t n, int func)
+static COLD void keep_put(struct blockset *s, void *p, size_t n, int func, const struct walk_start *at)
 {
-	if (EXACT() || put(s, p, n)) {
-		record_alloc(p, n, func);
+	if (put(s, p, n)) {
+		record_alloc(p, n, func, at);
 		return;
 	}
 	struct hl_ring_header *h = ring_now();
 	if (h)
 		__atomic_fetch_add(&h->dropped_alloc, 1, __ATOMIC_RELAXED);
+}
+
+/* Exact mode's check before any register is saved (put's need them): a jump to record_alloc. */
+COLD void blockset_keep(struct blockset *s, void *p, size_t n, int func, const struct walk_start *at)
+{
+	if (EXACT())
+		record_alloc(p, n, func, at);
+	else
+		keep_put(s, p, n, func, at);
 }

@@ -9,6 +9,7 @@
 #define HEAPLENS_BLOCKSET_H
 
 #include "core.h"
+#include "unwind.h"
 
 #pragma GCC visibility push(hidden)
 
@@ -65,7 +66,17 @@ static inline int blockset_maybe2(const struct blockset *s, const void *p)
 #endif
 int blockset_init(struct blockset *s);
 int64_t blockset_take(struct blockset *s, void *p); /* its size (at most 0xffff), or -1 if not there */
-void blockset_keep(struct blockset *s, void *p, size_t n, int func); /* puts and records, or counts a drop */
+void blockset_keep(struct blockset *s, void *p, size_t n, int func, const struct walk_start *at); /* puts and records (record_alloc), or counts a drop */
+/*
+ * blockset_keep from a hook's slow path, whose stack walk starts at that
+ * function's caller: the library frames below it (~50 instructions a
+ * sample to step through) are never in a stack.
+ */
+#define KEEP_FROM_CALLER(s, p, n, func)                          \
+	do {                                                     \
+		struct walk_start at_ = WALK_START();            \
+		blockset_keep((s), (p), (n), (func), &at_);      \
+	} while (0)
 void blockset_pin(struct blockset *s, const void *p); /* every free of p takes the slow path */
 extern struct blockset sampled_blocks; /* hooks.c: the malloc family's sampled blocks */
 void *kept_block(void *p, size_t n, int func); /* hooks.c: p (sampled) into sampled_blocks and the ring; p */

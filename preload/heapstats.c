@@ -122,6 +122,9 @@ static int take(struct reading *r)
 	return 0;
 }
 
+static COLD void take_due(int64_t now, struct scratch *s, uint64_t want);
+
+/* Every sample's: the batch check alone, so that it pays for no registers saved (take_due's). */
 void heapstats_maybe(int64_t now, size_t n)
 {
 	struct scratch *s = tls.scratch;
@@ -131,6 +134,11 @@ void heapstats_maybe(int64_t now, size_t n)
 	uint64_t want = RELAXED(due_bytes);
 	if (s->stat_bytes < BATCH && want)
 		return;
+	take_due(now, s, want);
+}
+
+static void take_due(int64_t now, struct scratch *s, uint64_t want)
+{
 	uint64_t sum = __atomic_add_fetch(&allocated, s->stat_bytes, __ATOMIC_RELAXED);
 	s->stat_bytes = 0;
 	int64_t due = __atomic_load_n(&next_at, __ATOMIC_RELAXED);

@@ -26,7 +26,7 @@ struct blockset sampled_blocks;
 COLD void *kept_block(void *p, size_t n, int func)
 {
 	if (p)
-		blockset_keep(&sampled_blocks, p, n, func);
+		KEEP_FROM_CALLER(&sampled_blocks, p, n, func);
 	return p;
 }
 
@@ -109,7 +109,7 @@ static COLD void *do_realloc(void *p, size_t n, int func, int counted)
 	void *q = NEXT(realloc)(p, n);
 	if (!q && p && n) { /* failed: the old block lives on */
 		if (old >= 0)
-			blockset_keep(&sampled_blocks, p, have, func);
+			blockset_keep(&sampled_blocks, p, have, func, NULL);
 		return NULL;
 	}
 	return new ? kept_block(q, n, func) : q;

@@ -60,7 +60,7 @@ static int allocator_own(uintptr_t ra, size_t len)
 static void *mapped(void *p, size_t len, int prot, int flags, uintptr_t ra)
 {
 	if (p != MAP_FAILED && (flags & MAP_ANONYMOUS) && prot != PROT_NONE && !allocator_own(ra, len) && sample_now(len))
-		record_alloc(p, len, HL_FUNC_MMAP);
+		record_alloc(p, len, HL_FUNC_MMAP, NULL);
 	return p;
 }
 
@@ -97,7 +97,7 @@ EXPORT void *HOOK(mremap)(void *old, size_t oldlen, size_t newlen, int flags, ..
 	/* Like realloc: the old mapping goes, the new one is drawn by its size. */
 	record_unmap(old, oldlen);
 	if (sample_now(newlen))
-		record_alloc(p, newlen, HL_FUNC_MREMAP);
+		record_alloc(p, newlen, HL_FUNC_MREMAP, NULL);
 	return p;
 }
 
@@ -116,6 +116,6 @@ EXPORT void *HOOK(sbrk)(intptr_t inc)
 	void *p = f(inc);
 	if (p != (void *)-1 && inc > 0 && !allocator_own((uintptr_t)__builtin_return_address(0), (size_t)inc) &&
 	    sample_now((size_t)inc))
-		record_alloc(p, (size_t)inc, HL_FUNC_SBRK);
+		record_alloc(p, (size_t)inc, HL_FUNC_SBRK, NULL);
 	return p;
 }

@@ -6,7 +6,21 @@
 
 #pragma GCC visibility push(hidden)
 
-int pool_origin(uint64_t *token); /* a sampled allocation's origin token, and its HL_ORIGIN_* */
+int pool_origin_slow(uint64_t *token, int python_thread);
+/*
+ * A sampled allocation's origin token, and its HL_ORIGIN_*. python_thread:
+ * the sample's py_walk found this thread's thread state, so it is no
+ * foreign thread. A thread working for itself, the common case, is told
+ * inline (pool_origin_slow saves registers first).
+ */
+static inline int pool_origin(uint64_t *token, int python_thread)
+{
+	if (likely(!tls.pool.origin && python_thread)) {
+		*token = 0;
+		return HL_ORIGIN_SELF;
+	}
+	return pool_origin_slow(token, python_thread);
+}
 uint64_t origin_begin(void);
 void origin_end(void);
 void pools_init(void);

@@ -70,7 +70,7 @@ static COLD void *pm_malloc_slow(pymem_allocator *prev, size_t n)
 	int sampled = sample_slow(n); /* first: what the allocator asks of malloc is counted after */
 	void *p = prev->malloc(prev->ctx, n);
 	if (p && sampled)
-		blockset_keep(&objects, p, n, HL_FUNC_PYMEM_MALLOC);
+		KEEP_FROM_CALLER(&objects, p, n, HL_FUNC_PYMEM_MALLOC);
 	return p;
 }
 
@@ -88,7 +88,7 @@ static COLD void *pm_calloc_slow(pymem_allocator *prev, size_t k, size_t n)
 	int sampled = sample_slow(k * n);
 	void *p = prev->calloc(prev->ctx, k, n);
 	if (p && sampled)
-		blockset_keep(&objects, p, k * n, HL_FUNC_PYMEM_CALLOC);
+		KEEP_FROM_CALLER(&objects, p, k * n, HL_FUNC_PYMEM_CALLOC);
 	return p;
 }
 
@@ -140,7 +140,7 @@ static COLD void *pm_realloc_slow(pymem_allocator *prev, void *p, size_t n, int 
 		void *q = prev->realloc(prev->ctx, p, n);
 		free_settle(held, 1, q != NULL);
 		if (q && new)
-			blockset_keep(&objects, q, n, HL_FUNC_PYMEM_REALLOC);
+			KEEP_FROM_CALLER(&objects, q, n, HL_FUNC_PYMEM_REALLOC);
 		return q;
 	}
 	int64_t old = p ? blockset_take(&objects, p) : -1;
@@ -150,11 +150,11 @@ static COLD void *pm_realloc_slow(pymem_allocator *prev, void *p, size_t n, int 
 	void *q = prev->realloc(prev->ctx, p, n);
 	if (!q) {
 		if (old >= 0) /* the old block lives on */
-			blockset_keep(&objects, p, (size_t)old, HL_FUNC_PYMEM_REALLOC);
+			blockset_keep(&objects, p, (size_t)old, HL_FUNC_PYMEM_REALLOC, NULL);
 		return NULL;
 	}
 	if (new)
-		blockset_keep(&objects, q, n, HL_FUNC_PYMEM_REALLOC);
+		KEEP_FROM_CALLER(&objects, q, n, HL_FUNC_PYMEM_REALLOC);
 	return q;
 }
 

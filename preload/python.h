@@ -20,8 +20,8 @@ void py_try_install(void);
 int py_gil_checkable(void);
 int py_gil_held(void);          /* this thread holds the GIL (lock-free reads only) */
 void py_detect(void);
-void py_walk(void);
-int py_emit_codes(void); /* 1: every code object of tls.scratch->py is in the ring (sent now or before) */
+int py_walk(void); /* 1: this thread has a thread state (no foreign thread) */
+int py_emit_codes(uint32_t n); /* 1: the code objects of the innermost n frames of tls.scratch->py are in the ring (sent now or before) */
 void py_check_final(void);
 int py_final_sent(void);
 void py_new_ring(void);      /* a new ring (fork child, attach session): state and code records again */

@@ -198,8 +198,9 @@ static int libgcc_walk(const struct stack_region *r)
  */
 static inline __attribute__((always_inline)) uint64_t py_hash(uint64_t x)
 {
-	for (uint32_t i = 0; i < 2 * tls.npy; i++)
-		MIX(x, tls.scratch->py[i]);
+	const uint64_t *py = tls.scratch->py;
+	for (uint32_t i = 0, n = tls.npy; i < n; i++, py += 2) /* a frame's two words a turn */
+		MIX(x, py[0]), MIX(x, py[1]);
 	return x;
 }
 
@@ -281,9 +282,11 @@ static int walk_native(struct hl_ring_header *h, const struct walk_start *from, 
  * Unwinds this thread into tls.scratch->frames and, unless the caller
  * already did, reads its Python frames into tls.scratch->py; then makes sure the agent can name
  * every pc (the caller sends the code objects: a stack sent by ref needs
- * none). Returns the ALLOC/ORIGIN flags.
+ * none). Returns the ALLOC/ORIGIN flags; *python_thread: py_walk, run
+ * here, found the thread's Python thread state.
  */
-static uint32_t take_stack(struct hl_ring_header *h, int walked, const struct walk_start *from, const struct stack_region *on)
+static uint32_t take_stack(struct hl_ring_header *h, int walked, const struct walk_start *from, const struct stack_region *on,
+			   int *python_thread)
 {
 	tls.nframes = 0;
 	int cut = 0, known = 0;
@@ -293,7 +296,7 @@ static uint32_t take_stack(struct hl_ring_header *h, int walked, const struct wa
 		tls.scratch->trace_frames = 0; /* frames are not the kept walk's (walk_hash) */
 	py_check_final();
 	if (!walked)
-		py_walk();
+		*python_thread = py_walk();
 	uint32_t nf = tls.nframes, flags = 0;
 	if (nf >= HL_MAX_FRAMES || cut)
 		flags |= HL_ALLOC_TRUNCATED;
@@ -347,8 +350,9 @@ static int stacks_used;
  * The thread's last STACK record, in scratch->sent (scratch.h): the ring
  * it went to (0: none), its tid, n | p << 32, its ref, then the outermost
  * n (at most SENT_NATIVE) of its native frames and, at SENT_PY, the outermost p (at
- * most SENT_PYFRAMES) of its Python frames, leaf first; only outer frames
- * are ever compared. A new stack sends only the inner frames that differ
+ * most SENT_PYFRAMES) of its Python frames, outermost first, so that the
+ * next record rewrites only the frames past those it shares; only outer
+ * frames are ever compared. A new stack sends only the inner frames that differ
  * from them and names the record by tid and ref (HL_STACK_DELTA): the agent
  * keeps each thread's last STACK record. The same thread committed that
  * record before it reserves this one, so the agent reads it first; a
@@ -366,18 +370,25 @@ static int64_t send_stack(struct hl_ring_header *h, uint32_t i, uint64_t key, ui
 	if (base[0] == (uint64_t)(uintptr_t)h && base[1] == me && me) {
 		/* The outer frames both share, compared from the outermost. */
 		uint32_t bn = (uint32_t)base[2], bp = (uint32_t)(base[2] >> 32);
-		while (k < bn && k < nf && base[SENT_FRAMES + bn - 1 - k] == fr[nf - 1 - k])
+		while (k < bn && k < nf && base[SENT_FRAMES + k] == fr[nf - 1 - k])
 			k++;
-		while (j < bp && j < npy && base[SENT_PY + 2 * (bp - 1 - j)] == py[2 * (npy - 1 - j)] &&
-		       base[SENT_PY + 2 * (bp - 1 - j) + 1] == py[2 * (npy - 1 - j) + 1])
+		while (j < bp && j < npy && base[SENT_PY + 2 * j] == py[2 * (npy - 1 - j)] &&
+		       base[SENT_PY + 2 * j + 1] == py[2 * (npy - 1 - j) + 1])
 			j++;
-		if (k + 2 * j < 2) /* the delta's word would cost as much */
-			k = j = 0;
 	}
+	/*
+	 * Its code objects first, all of them (a ref skips that step), but for
+	 * the j outermost Python frames: those are the base record's, each the
+	 * same code pointer and identity, and that record was sent, in this
+	 * ring, only once py_emit_codes said all its frames' code objects were.
+	 */
+	int codes = !npy || py_emit_codes(npy - j);
+	uint32_t kept = k, kept_py = j; /* the base's frames already equal to this stack's */
+	if (k + 2 * j < 2) /* the delta's word would cost as much */
+		k = j = 0;
 	uint64_t delta = k + j > 0;
 	uint64_t len = 24 + 8 * delta + 8 * ((uint64_t)(nf - k) + 2 * (uint64_t)(npy - j));
-	/* Its code objects first, all of them: a ref skips that step. */
-	if ((npy && !py_emit_codes()) || !ring_reserve(len, &pos)) {
+	if (!codes || !ring_reserve(len, &pos)) {
 		__atomic_store_n(&stack_slot[i], old, __ATOMIC_RELEASE);
 		return -1; /* nothing sent: the thread's last STACK record stays its base */
 	}
@@ -391,34 +402,48 @@ static int64_t send_stack(struct hl_ring_header *h, uint32_t i, uint64_t key, ui
 	__atomic_store_n(&stack_slot[i], key | (gen & 0x7fff) << 1 | 1, __ATOMIC_RELEASE);
 	uint32_t bn = nf < SENT_NATIVE ? nf : SENT_NATIVE, bp = npy < SENT_PYFRAMES ? npy : SENT_PYFRAMES;
 	base[0] = (uint64_t)(uintptr_t)h, base[1] = me, base[2] = bn | (uint64_t)bp << 32, base[3] = ref;
-	for (uint32_t n = 0; n < bn; n++)
-		base[SENT_FRAMES + n] = fr[nf - bn + n];
-	for (uint32_t n = 0; n < 2 * bp; n++)
-		base[SENT_PY + n] = py[2 * (npy - bp) + n];
+	for (uint32_t n = kept; n < bn; n++)
+		base[SENT_FRAMES + n] = fr[nf - 1 - n];
+	for (uint32_t n = kept_py; n < bp; n++)
+		base[SENT_PY + 2 * n] = py[2 * (npy - 1 - n)], base[SENT_PY + 2 * n + 1] = py[2 * (npy - 1 - n) + 1];
 	return (int64_t)ref;
 }
 
-/* The ref of the taken stack, sending it first if it is new; -1: send it whole. */
+/*
+ * The ref of the taken stack, sending it first if it is new; -1: send it
+ * whole. The slot this thread last found the stack in is tried first
+ * (scratch->ref_hint): in a table filling up, a stack sits a few probes
+ * from its home (py_churn: ~4 on average). Whichever slot holds its key
+ * (and its committed record), the ref names the same stack, as the probes
+ * would: two slots hold one key only where two threads sent it at once.
+ */
 static int64_t stack_ref(struct hl_ring_header *h, uint32_t flags)
 {
 	if (g.rate >= STACK_REF_RATE)
 		return -1;
 	uint64_t x = stack_hash(flags, RELAXED(g.walk_splice)), key = x & STACK_KEY;
-	uint32_t home = (uint32_t)(x >> 16) & (HL_STACK_REFS - 1), i = home;
+	uint16_t *hint = &tls.scratch->ref_hint[(x >> 40) & (REF_HINTS - 1)];
+	uint32_t home = (uint32_t)(x >> 16) & (HL_STACK_REFS - 1), i = *hint;
+	uint64_t v = __atomic_load_n(&stack_slot[i], __ATOMIC_ACQUIRE);
+	if ((v & 1) && (v & STACK_KEY) == key)
+		return i | (int64_t)(v >> 1 & 0x7fff) << 14;
 	SET_RELAXED(stacks_used, 1);
+	i = home;
 	for (int probe = 0; probe < STACK_PROBES; probe++, i = (i + 1) & (HL_STACK_REFS - 1)) {
-		uint64_t v = __atomic_load_n(&stack_slot[i], __ATOMIC_ACQUIRE);
-		if ((v & 1) && (v & STACK_KEY) == key)
+		v = __atomic_load_n(&stack_slot[i], __ATOMIC_ACQUIRE);
+		if ((v & 1) && (v & STACK_KEY) == key) {
+			*hint = (uint16_t)i;
 			return i | (int64_t)(v >> 1 & 0x7fff) << 14;
+		}
 		if (v == 0 && __atomic_compare_exchange_n(&stack_slot[i], &v, STACK_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-			return send_stack(h, i, key, 0, flags);
+			return *hint = (uint16_t)i, send_stack(h, i, key, 0, flags);
 	}
 	/* No free slot: evict one of the probed, chosen by other bits of the hash. */
 	i = (home + (uint32_t)(x >> 30) % STACK_PROBES) & (HL_STACK_REFS - 1);
-	uint64_t v = __atomic_load_n(&stack_slot[i], __ATOMIC_ACQUIRE);
+	v = __atomic_load_n(&stack_slot[i], __ATOMIC_ACQUIRE);
 	if (!(v & 1) || !__atomic_compare_exchange_n(&stack_slot[i], &v, STACK_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return -1; /* another thread is writing it */
-	return send_stack(h, i, key, v, flags);
+	return *hint = (uint16_t)i, send_stack(h, i, key, v, flags);
 }
 
 /* A fork child's agent knows none of the parent's refs. */
@@ -438,7 +463,7 @@ static int64_t stack_ref(struct hl_ring_header *h, uint32_t flags)
 void stacks_atfork_child(void) {}
 #endif
 
-COLD void record_alloc(void *p, size_t n, int func)
+COLD void record_alloc(void *p, size_t n, int func, const struct walk_start *at)
 {
 	struct walk_start from = WALK_START();
 	int saved = errno;
@@ -459,9 +484,12 @@ COLD void record_alloc(void *p, size_t n, int func)
 		count_drop(&h->dropped_alloc);
 		goto out;
 	}
-	uint32_t flags = take_stack(h, 0, &from, on ? &r : NULL);
+	if (at) /* a frame of the same chain of calls, above ours: on the same stack */
+		from = *at;
+	int python_thread = 0;
+	uint32_t flags = take_stack(h, 0, &from, on ? &r : NULL, &python_thread);
 	uint64_t token = 0;
-	uint32_t method = (uint32_t)pool_origin(&token);
+	uint32_t method = (uint32_t)pool_origin(&token, python_thread);
 	flags |= method << HL_ALLOC_METHOD_SHIFT;
 	if (token)
 		flags |= HL_ALLOC_ORIGIN;
@@ -472,7 +500,7 @@ COLD void record_alloc(void *p, size_t n, int func)
 	if (ref >= 0)
 		flags |= HL_ALLOC_STACKREF, npy = 0, nf = 0;
 	else if (tls.npy)
-		py_emit_codes();
+		py_emit_codes(tls.npy);
 	uint64_t len = body + (ref >= 0 ? 8 : 8 * stack_words()), pos;
 	if (!ring_reserve(len, &pos)) {
 		count_drop(&h->dropped_alloc);
@@ -521,9 +549,10 @@ COLD void record_origin(uint64_t token, int walked)
 		__atomic_fetch_add(&h->dropped_other, 1, __ATOMIC_RELAXED);
 		goto out;
 	}
-	uint32_t flags = take_stack(h, walked, &from, on ? &r : NULL);
+	int python_thread = 0;
+	uint32_t flags = take_stack(h, walked, &from, on ? &r : NULL, &python_thread);
 	if (tls.npy)
-		py_emit_codes();
+		py_emit_codes(tls.npy);
 	uint64_t len = 32 + 8 * stack_words(), pos;
 	if (ring_reserve(len, &pos)) {
 		ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
@@ -549,16 +578,13 @@ out:
 static int64_t reserve_free(struct hl_ring_header *h, void *p, uint64_t len)
 {
 	uint64_t pos;
-	int saved = errno;
-	if (!ring_reserve(len, &pos)) {
+	if (!ring_reserve(len, &pos)) { /* which may set errno: the callers keep it */
 		__atomic_fetch_add(&h->dropped_free, 1, __ATOMIC_RELAXED);
-		errno = saved;
 		return -1;
 	}
 	ring_put(pos + 8, (uint64_t)now_ns(CLOCK_MONOTONIC));
 	ring_put(pos + 16, (uint64_t)(uintptr_t)p);
 	ring_put(pos + 24, (uint64_t)tid());
-	errno = saved;
 	return (int64_t)pos;
 }
 
@@ -566,10 +592,12 @@ COLD void record_unmap(void *p, size_t n)
 {
 	struct hl_ring_header *h = __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE);
 	int64_t pos;
+	int saved = errno;
 	if (h && g.active && (pos = reserve_free(h, p, 40)) >= 0) {
 		ring_put((uint64_t)pos + 32, n);
 		ring_commit((uint64_t)pos, hl_rec_header(40, HL_REC_FREE, HL_FUNC_MUNMAP, 0));
 	}
+	errno = saved;
 }
 
 COLD void record_free(void *p)
@@ -595,8 +623,9 @@ COLD int64_t free_hold(void *p)
 		return -1;
 	int saved = errno;
 	py_check_final();
+	int64_t pos = reserve_free(h, p, 32);
 	errno = saved;
-	return reserve_free(h, p, 32);
+	return pos;
 }
 
 /* Commits free_hold's record as the FREE of a block freed by the malloc family or a PyMem domain, or as a VOID record, which says nothing. */

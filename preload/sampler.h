@@ -71,7 +71,13 @@ slow:
 	return sample_slow(n);
 }
 
-void record_alloc(void *p, size_t n, int func);
+struct walk_start;
+/*
+ * at: where the walk may start, the frame of the hook's caller (its
+ * frames in between are the library's own, never in a stack); NULL: at
+ * record_alloc's own caller.
+ */
+void record_alloc(void *p, size_t n, int func, const struct walk_start *at);
 void record_free(void *p);
 int64_t free_hold(void *p); /* exact mode: a FREE of p reserved, or -1 */
 void free_settle(int64_t pos, int pymem, int freed); /* commits it (freed) or withdraws it */

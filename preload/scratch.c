@@ -50,10 +50,8 @@ static int key_ready(void)
 
 void scratch_init(void) { (void)key_ready(); }
 
-COLD struct scratch *scratch_get(void)
+COLD struct scratch *scratch_make(void)
 {
-	if (likely(tls.scratch != NULL))
-		return tls.scratch;
 	if (tls.scratch_gone || NO_NEW_CALLS() || !key_ready()) /* no new system call under a seccomp filter */
 		return NULL;
 	void *m = reserve_map(sizeof(struct scratch), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1);

@@ -15,6 +15,7 @@
 #define SENT_NATIVE 256
 #define SENT_PYFRAMES 128
 #define SENT_PY (SENT_FRAMES + SENT_NATIVE)
+#define REF_HINTS 1024
 /* A walk's steps, kept for the thread's next walk to splice onto (unwind.c): 40 bytes each, 2 * TRACE_MAX + 1 */
 #define TRACE_MAX 256
 struct trace_step {
@@ -35,6 +36,7 @@ struct scratch {
 	unsigned char vec[256];           /* mincore's answer over one of them */
 	uint64_t stat_bytes;              /* sampled bytes not yet added to heapstats.c's count */
 	uint64_t sent[SENT_PY + 2 * SENT_PYFRAMES]; /* the outer frames of the last STACK record this thread sent (sampler.c) */
+	uint16_t ref_hint[REF_HINTS];     /* by bits of a stack's hash: the slot this thread last found it in (sampler.c) */
 	/* A walk's steps: [0, TRACE_MAX) as it goes; the last whole walk's at [trace_start, 2 * TRACE_MAX) (unwind.c) */
 	struct trace_step trace[2 * TRACE_MAX + 1]; /* and a sentinel */
 	uint32_t trace_start; /* 0 (fresh scratch) or 2 * TRACE_MAX: none */
@@ -42,7 +44,9 @@ struct scratch {
 	uint32_t trace_frames; /* 1: frames holds the kept walk's (the last walk was kept whole) */
 	uintptr_t trace_hi;   /* the end of the stack it was on */
 };
-struct scratch *scratch_get(void); /* NULL: none can be had, the sample is dropped */
+struct scratch *scratch_make(void); /* the thread's first: mapped now; NULL: none can be had */
+/* The thread's scratch; NULL: none can be had, the sample is dropped. */
+static inline struct scratch *scratch_get(void) { return likely(tls.scratch != NULL) ? tls.scratch : scratch_make(); }
 void scratch_init(void);           /* from init_global: the key, before any thread's first sample */
 
 #pragma GCC visibility pop

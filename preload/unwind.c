@@ -304,14 +304,20 @@ static inline int follow_kept(const struct trace_step *t, uint32_t *at, uintptr_
 	int done = 0;
 	for (;; e++) {
 		uint32_t kind = e->kind;
-		if (kind == KIND_END) {
-			done = 1;
-			break;
+		if (unlikely(kind != KIND_RSP)) { /* one test where most steps are rsp-based */
+			if (kind == KIND_END) {
+				done = 1;
+				break;
+			}
+			if (kind == KIND_RBP && b != e->bp)
+				break;
 		}
-		if (kind == KIND_RBP && b != e->bp)
-			break;
 		const uintptr_t *frame = (const uintptr_t *)e[1].sp;
+#ifdef __aarch64__
 		uintptr_t ra = STRIP_PAC(frame[-(intptr_t)e->ra]);
+#else
+		uintptr_t ra = frame[-1]; /* e->ra is RULE_RA_SLOT, the ABI's 1 */
+#endif
 		if (ra != e[1].pc)
 			break;
 		if (e->k)
