@@ -158,6 +158,7 @@ type stream struct {
 	bases         threadBases // each thread's latest STACK record, the base of its next delta
 	merge         baseMerge   // the latest STACK record's, for bases
 	fastStacks    uint64      // STACK records merged from their base's merge (deltaMerge)
+	parentStacks  uint64      // stacks written with a parent (stackID)
 	badRefs       uint64      // ALLOCs naming a ref no STACK record defined
 
 	host       int          // heaplens's pid of the process (hdr.PID is its own); 0 if it ended before it was found

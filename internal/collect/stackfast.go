@@ -24,6 +24,7 @@ import (
 // allocator's check (seeStack wants the frames).
 type baseMerge struct {
 	ok       bool
+	sid      uint64 // the stack of locs, written
 	locs     []uint64
 	inner    []int32
 	act0Here bool
@@ -32,7 +33,7 @@ type baseMerge struct {
 
 // set makes m a copy of from.
 func (m *baseMerge) set(from *baseMerge) {
-	m.ok, m.act0Here, m.act0 = from.ok, from.act0Here, from.act0
+	m.ok, m.sid, m.act0Here, m.act0 = from.ok, from.sid, from.act0Here, from.act0
 	m.locs, m.inner = m.locs[:0], m.inner[:0]
 	if from.ok {
 		m.locs = append(m.locs, from.locs...)
@@ -175,6 +176,6 @@ func (c *Collector) deltaMerge(s *stream, rec *ring.Record, t *threadBase, d del
 	m.ok, m.act0Here, m.act0 = true, b.act0Here, b.act0+int32(d.addedPy-d.replacedPy)
 	s.locBuf = m.locs
 	s.fastStacks++
-	sid, err = c.stackID(s)
+	sid, err = c.stackID(s, t)
 	return sid, err == nil, err
 }
