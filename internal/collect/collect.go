@@ -37,9 +37,10 @@ type Collector struct {
 	streams     map[string]*stream
 	order       []*stream
 	nextID      uint64
-	cutID       uint64 // the Location marking a stack cut at the library's frame limit, once written
-	stoppedID   uint64 // the Location marking a stack whose walk stopped short, once written
-	stackIDs    *stackIndex
+	cutID       uint64      // the Location marking a stack cut at the library's frame limit, once written
+	stoppedID   uint64      // the Location marking a stack whose walk stopped short, once written
+	stackIDs    *stackIndex // each stack written, by the hash of its Locations
+	seeds       stackSeeds
 	stackRec    capture.Stack // mergeStack's scratch
 	lines       map[symKey][]capture.Line
 	exits       map[int]syscall.WaitStatus
@@ -137,8 +138,8 @@ type stream struct {
 	mods   []*module
 	locs   map[uint64]nativeLoc // pc -> its Location
 	ended  bool
-	keyBuf []byte
 	locBuf []uint64
+	sufBuf []stackHash // the hashes of locBuf's suffixes (stackID)
 	// raw maps the stack of an ALLOC or ORIGIN record as the library
 	// wrote it whole (pcs, Python frames, the cut flag) to its stack ID:
 	// the same few stacks come back many times, and one lookup replaces
@@ -209,6 +210,7 @@ func New(dir, self string, w *capture.Writer) *Collector {
 		syms:     symbolize.NewCache(),
 		streams:  map[string]*stream{},
 		stackIDs: newStackIndex(),
+		seeds:    newStackSeeds(),
 		lines:    map[symKey][]capture.Line{},
 		exits:    map[int]syscall.WaitStatus{},
 		awaited:  map[int]bool{},

@@ -73,8 +73,9 @@ func (c *Collector) stackRecord(s *stream, rec *ring.Record) error {
 		s.bases.forget(rec.TID)
 		return err
 	}
-	s.merge.sid = sid
+	s.merge.sid, s.merge.suf = sid, s.sufBuf
 	s.bases.note(rec, &s.merge)
+	s.locBuf, s.sufBuf = s.merge.locs[:0], s.merge.suf[:0] // note took the buffers they were
 	r.gen[1], r.sid[1] = r.gen[0], r.sid[0]
 	r.gen[0], r.sid[0] = rec.Ref/ring.StackRefs, sid
 	return nil
@@ -168,27 +169,34 @@ func (c *Collector) mergeStack(s *stream, rec *ring.Record, t *threadBase) (sid 
 }
 
 // stackID returns the ID of the stack whose Locations s.locBuf holds,
-// writing it the first time. A thread's stacks mostly share their outer
-// Locations with its latest (t, if not nil): the stack is then written as
-// its own inner Locations and that one's ID (docs/capture-format.md,
-// "Parents"), which was written before it was a base.
+// writing it the first time, and leaves the hashes of its suffixes in
+// s.sufBuf (stackhash.go). A thread's stacks mostly share their outer
+// Locations with its latest (t, if not nil): those are not hashed again,
+// and the stack is written as its own inner Locations and that one's ID
+// (docs/capture-format.md, "Parents"), which was written before it was a
+// base.
 func (c *Collector) stackID(s *stream, t *threadBase) (uint64, error) {
-	s.keyBuf = s.keyBuf[:0]
-	for _, id := range s.locBuf {
-		s.keyBuf = binary.AppendUvarint(s.keyBuf, id)
+	locs, n := s.locBuf, 0
+	var p *baseMerge
+	if t != nil && t.merged.ok {
+		p = &t.merged
+		n = sharedOuter(locs, p.locs)
 	}
-	sid, h, ok := c.stackIDs.get(s.keyBuf)
+	s.sufBuf = grow(s.sufBuf, len(locs))
+	var psuf []stackHash
+	if p != nil {
+		psuf = p.suf
+	}
+	h := c.seeds.suffixes(s.sufBuf, locs, psuf, n)
+	sid, ok := c.stackIDs.get(h)
 	if !ok {
 		c.nextID++
 		sid = c.nextID
-		c.stackIDs.put(h, s.keyBuf, sid)
-		c.stackRec = capture.Stack{ID: sid, Locations: s.locBuf} // the writer keeps none of it
-		if t != nil && t.merged.ok {
-			p := t.merged.locs
-			if n := sharedOuter(s.locBuf, p); n >= minInherited {
-				c.stackRec.Parent, c.stackRec.Skip, c.stackRec.Inherited = t.merged.sid, uint32(len(p)-n), int32(n)
-				s.parentStacks++
-			}
+		c.stackIDs.put(h, sid)
+		c.stackRec = capture.Stack{ID: sid, Locations: locs} // the writer keeps none of it
+		if n >= minInherited {
+			c.stackRec.Parent, c.stackRec.Skip, c.stackRec.Inherited = p.sid, uint32(len(p.locs)-n), int32(n)
+			s.parentStacks++
 		}
 		if err := c.w.Stack(&c.stackRec); err != nil {
 			return 0, err
