@@ -127,6 +127,20 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// testWriter returns a Writer to a buffer, seen by obs if not nil.
+func testWriter(t testing.TB, obs Observer) (*Writer, *bytes.Buffer) {
+	t.Helper()
+	buf := new(bytes.Buffer)
+	w, err := NewWriter(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if obs != nil {
+		w.SetObserver(obs)
+	}
+	return w, buf
+}
+
 // sampleCapture writes a small but realistic capture in several chunks.
 func sampleCapture(t testing.TB) []byte { return sampleCaptureTo(t, nil) }
 
@@ -134,13 +148,8 @@ func sampleCapture(t testing.TB) []byte { return sampleCaptureTo(t, nil) }
 // location's name is longer than readers keep.
 func sampleCaptureTo(t testing.TB, obs Observer) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	w, err := NewWriter(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, buf := testWriter(t, obs)
 	if obs != nil {
-		w.SetObserver(obs)
 		write(t, w, &Location{ID: 99, Lines: []Line{{Function: strings.Repeat("f", MaxName+10)}}})
 	}
 	for i, r := range full() {

@@ -31,14 +31,7 @@ func parentStacks() (written []*Stack, own [][]uint64) {
 // writeStacks writes stacks to a capture, seen by obs (if not nil).
 func writeStacks(t testing.TB, obs Observer, stacks []*Stack) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	w, err := NewWriter(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if obs != nil {
-		w.SetObserver(obs)
-	}
+	w, buf := testWriter(t, obs)
 	for id := uint64(11); id <= 20; id++ {
 		if err := w.Location(&Location{ID: id, Address: id}); err != nil {
 			t.Fatal(err)
