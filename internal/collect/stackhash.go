@@ -70,21 +70,22 @@ type stackEntry struct{ h1, id uint64 }
 
 func newStackIndex() *stackIndex { return &stackIndex{m: map[uint64]stackEntry{}} }
 
-func (x *stackIndex) get(h stackHash) (uint64, bool) {
-	e, ok := x.m[h[0]]
-	if ok && e.h1 == h[1] {
-		return e.id, true
+// get returns h's ID, or says whether another hash holds its first lane
+// (taken), for put.
+func (x *stackIndex) get(h stackHash) (id uint64, ok, taken bool) {
+	e, taken := x.m[h[0]]
+	if taken && e.h1 == h[1] {
+		return e.id, true, true
 	}
-	if ok && x.more != nil {
-		id, ok := x.more[h]
-		return id, ok
+	if taken && x.more != nil {
+		id, ok = x.more[h]
 	}
-	return 0, false
+	return id, ok, taken
 }
 
-// put adds h, which get did not find.
-func (x *stackIndex) put(h stackHash, id uint64) {
-	if _, taken := x.m[h[0]]; !taken {
+// put adds h, which get did not find, saying taken.
+func (x *stackIndex) put(h stackHash, id uint64, taken bool) {
+	if !taken {
 		x.m[h[0]] = stackEntry{h[1], id}
 		return
 	}

@@ -55,19 +55,25 @@ func TestStackHash(t *testing.T) {
 // their own IDs.
 func TestStackIndex(t *testing.T) {
 	x := newStackIndex()
+	put := func(h stackHash, id uint64) {
+		if _, ok, taken := x.get(h); !ok {
+			x.put(h, id, taken)
+		}
+	}
 	a, b, c := stackHash{1, 2}, stackHash{1, 3}, stackHash{4, 2}
-	x.put(a, 10)
-	if _, ok := x.get(b); ok {
+	put(a, 10)
+	if _, ok, _ := x.get(b); ok {
 		t.Fatal("found a hash never put that shares the first lane")
 	}
-	x.put(b, 11)
-	x.put(c, 12)
+	put(b, 11)
+	put(c, 12)
+	put(a, 13) // found: keeps its ID
 	for h, want := range map[stackHash]uint64{a: 10, b: 11, c: 12} {
-		if id, ok := x.get(h); !ok || id != want {
+		if id, ok, _ := x.get(h); !ok || id != want {
 			t.Errorf("get(%x) = %d, %v; want %d", h, id, ok, want)
 		}
 	}
-	if _, ok := x.get(stackHash{1, 4}); ok {
+	if _, ok, _ := x.get(stackHash{1, 4}); ok {
 		t.Error("found a hash never put")
 	}
 }

@@ -188,11 +188,11 @@ func (c *Collector) stackID(s *stream, t *threadBase) (uint64, error) {
 		psuf = p.suf
 	}
 	h := c.seeds.suffixes(s.sufBuf, locs, psuf, n)
-	sid, ok := c.stackIDs.get(h)
+	sid, ok, taken := c.stackIDs.get(h)
 	if !ok {
 		c.nextID++
 		sid = c.nextID
-		c.stackIDs.put(h, sid)
+		c.stackIDs.put(h, sid, taken)
 		c.stackRec = capture.Stack{ID: sid, Locations: locs} // the writer keeps none of it
 		if n >= minInherited {
 			c.stackRec.Parent, c.stackRec.Skip, c.stackRec.Inherited = p.sid, uint32(len(p.locs)-n), int32(n)
