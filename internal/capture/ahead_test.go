@@ -45,7 +45,7 @@ func fileOf(version uint32, payloads ...[]byte) []byte {
 }
 
 // FuzzReadAhead holds the events ReadAhead decodes (decodeEvents) to what
-// Next decodes itself, records and damage alike, in both versions.
+// Next decodes itself, records and damage alike, in every version.
 func FuzzReadAhead(f *testing.F) {
 	var base eventBase
 	a := &Alloc{Stream: 3, TID: 4243, TimeNano: 99_000_001_000, Addr: 0x5555_0000_0010, Size: 1 << 33, StackID: 1 << 40, Func: FuncPvalloc}

@@ -127,6 +127,20 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// testWriter returns a Writer to a buffer, seen by obs if not nil.
+func testWriter(t testing.TB, obs Observer) (*Writer, *bytes.Buffer) {
+	t.Helper()
+	buf := new(bytes.Buffer)
+	w, err := NewWriter(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if obs != nil {
+		w.SetObserver(obs)
+	}
+	return w, buf
+}
+
 // sampleCapture writes a small but realistic capture in several chunks.
 func sampleCapture(t testing.TB) []byte { return sampleCaptureTo(t, nil) }
 
@@ -134,13 +148,8 @@ func sampleCapture(t testing.TB) []byte { return sampleCaptureTo(t, nil) }
 // location's name is longer than readers keep.
 func sampleCaptureTo(t testing.TB, obs Observer) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	w, err := NewWriter(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, buf := testWriter(t, obs)
 	if obs != nil {
-		w.SetObserver(obs)
 		write(t, w, &Location{ID: 99, Lines: []Line{{Function: strings.Repeat("f", MaxName+10)}}})
 	}
 	for i, r := range full() {
@@ -281,7 +290,7 @@ func TestHeaderErrors(t *testing.T) {
 	}{
 		{"wrong magic", hdr("HEAPLENZ", 1, 0), "not a heaplens capture", false},
 		{"text file", []byte("hello world, this is text"), "not a heaplens capture", false},
-		{"newer version", hdr(Magic, 3, 0), "capture format version 3 is newer than this heaplens supports (2)", false},
+		{"newer version", hdr(Magic, Version+1, 0), fmt.Sprintf("capture format version %d is newer than this heaplens supports (%d)", Version+1, Version), false},
 		{"version 0", hdr(Magic, 0, 0), "not a heaplens capture", false},
 		{"flags", hdr(Magic, 1, 4), "header flags 0x4", false},
 		{"empty", nil, "file ends after 0 of 16 header bytes", true},
@@ -501,6 +510,8 @@ func FuzzReadAll(f *testing.F) {
 	f.Add(data)
 	f.Add(data[:HeaderSize])
 	f.Add(data[:len(data)/2])
+	stacks, _ := parentStacks()
+	f.Add(writeStacks(f, nil, stacks))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := ReadAll(bytes.NewReader(data))
 		var ce *CorruptError
@@ -509,6 +520,7 @@ func FuzzReadAll(f *testing.F) {
 		}
 		if c != nil {
 			c.Check()
+			wholeStacks(t, c)
 		}
 	})
 }
@@ -641,6 +653,14 @@ func FuzzRecords(f *testing.F) {
 		f.Add(w.pending)
 		w.Close()
 	}
+	stacks, _ := parentStacks() // stacks with parents: whole, and damaged
+	var payload []byte
+	for _, s := range stacks {
+		payload = append(payload, rawRecord(RecStack, encode(&Record{Type: RecStack, Stack: s}, nil))...)
+	}
+	f.Add(payload)
+	f.Add(rawRecord(RecStack, stackBody(2, []uint64{14}, 2, 0)))
+	f.Add(append(rawRecord(RecStack, stackBody(1, []uint64{14}, 0, 0)), rawRecord(RecStack, stackBody(2, []uint64{14}, 1, 2))...))
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		var buf bytes.Buffer
 		w, _ := NewWriter(&buf)
@@ -655,7 +675,23 @@ func FuzzRecords(f *testing.F) {
 			t.Fatal("nil capture")
 		}
 		c.Check()
+		wholeStacks(t, c)
 	})
+}
+
+// wholeStacks fails unless every stack of a capture read is whole: its
+// parent resolved, or a placeholder in its place.
+func wholeStacks(t *testing.T, c *Capture) {
+	for id, s := range c.Stacks {
+		if s.Parent != 0 || s.Skip != 0 {
+			t.Fatalf("stack %d read with parent %d, skip %d", id, s.Parent, s.Skip)
+		}
+		for _, l := range s.Locations {
+			if c.Locations[l] == nil {
+				t.Fatalf("stack %d names location %d, which is not there", id, l)
+			}
+		}
+	}
 }
 
 // Dump names every record with its fields, in file order, and on damage
@@ -676,7 +712,7 @@ func TestDump(t *testing.T) {
 	}
 	got := out.String()
 	for _, want := range []string{
-		"heaplens capture, format version 2\n",
+		fmt.Sprintf("heaplens capture, format version %d\n", Version),
 		`Meta     version=1 heaplens="0.1.0-dev" rate=524288`,
 		`Process  stream=3 pid=4242 ppid=1`,
 		`Location id=11 kind=native mapping=7 address=0x7f0000001234 lines=["inlined_helper" "/src/a.c":10; "outer" "":0; "neg" "x.h":-1]`,

@@ -20,7 +20,9 @@ const Magic = "HEAPLENS"
 //
 // Version 2 writes the time and address of Alloc and Free records relative to
 // the chunk's previous Alloc or Free (eventBase); version 1 wrote them whole.
-const Version uint32 = 2
+// Version 3 may name a stack by an earlier one, its parent (Stack.Parent):
+// a reader of version 2 would take such a stack for its own locations alone.
+const Version uint32 = 3
 
 // eventBase is what an Alloc or Free record's time and address are written
 // relative to, from version 2 on: the previous Alloc or Free of the chunk,

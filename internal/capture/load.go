@@ -64,6 +64,11 @@ type Capture struct {
 	Duplicates int
 	// Problems are the dangling references Resolve found (see Check).
 	Problems []string
+
+	// parents are the stacks whose parent Load could not resolve; those
+	// before placed have their placeholder (parents.go).
+	parents []parentProblem
+	placed  int
 }
 
 // NewCapture returns an empty Capture with its maps allocated.
@@ -172,11 +177,13 @@ func readAll(r io.Reader, size int64, ahead bool, event func(*Record)) (*Capture
 // order: what readAll does with each record it reads, and a Skeleton with
 // each record written.
 type assembler struct {
-	c        *Capture
-	event    func(*Record) // if not nil, gets the Allocs and Frees instead of c (LoadEvents)
-	haveMeta bool
-	streams  map[uint32]bool // with a Process record
-	events   int             // Allocs and Frees
+	c         *Capture
+	event     func(*Record) // if not nil, gets the Allocs and Frees instead of c (LoadEvents)
+	haveMeta  bool
+	streams   map[uint32]bool // with a Process record
+	events    int             // Allocs and Frees
+	words     int             // IDs and Locations of the Stack records (parents.go)
+	inherited int             // Locations stacks inherited from their parents
 }
 
 func newAssembler(event func(*Record)) *assembler {
@@ -271,17 +278,22 @@ func (c *Capture) Resolve() {
 			}
 		}
 	}
-	var next uint64 // the next free ID for a placeholder stack's location
+	var next uint64 // the next free ID for a placeholder location
+	nextID := func() uint64 {
+		if next == 0 {
+			next = c.MaxID() + 1
+		}
+		next++
+		return next - 1
+	}
+	c.placeParents(nextID)
 	stack := func(id uint64) {
 		if id == 0 || c.Stacks[id] != nil {
 			return
 		}
-		if next == 0 {
-			next = c.MaxID() + 1
-		}
-		c.Locations[next] = missing(next, fmt.Sprintf("<unknown stack %d>", id))
-		c.Stacks[id] = &Stack{ID: id, Locations: []uint64{next}}
-		next++
+		loc := nextID()
+		c.Locations[loc] = missing(loc, fmt.Sprintf("<unknown stack %d>", id))
+		c.Stacks[id] = &Stack{ID: id, Locations: []uint64{loc}}
 	}
 	for i := range c.Allocs {
 		stack(c.Allocs[i].StackID)
@@ -367,6 +379,7 @@ func (c *Capture) Check() []string {
 			}
 		}
 	}
+	c.checkParents(note)
 	// Events come in runs of one stream and often one stack: the last known
 	// ones are not looked up again (maps, by the million).
 	var knownStack uint64

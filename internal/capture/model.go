@@ -109,9 +109,19 @@ func (k Kind) String() string {
 }
 
 // Stack is a call stack, leaf first, as location IDs.
+//
+// A record may name the stack by an earlier one, its parent: its own
+// Locations, then the parent's from index Skip on (docs/capture-format.md,
+// "Stack"). A Capture's stacks are whole: Load resolves the parents and
+// leaves Parent 0. Read from a Reader, Locations are the record's own;
+// given to a Writer, they are whole, and the record leaves out the last
+// Inherited of them, which must be the parent's from Skip on.
 type Stack struct {
 	ID        uint64 // unique within the capture, never 0
 	Locations []uint64
+	Parent    uint64 // 0: none
+	Skip      uint32
+	Inherited int32 // writing: how many Locations at the end are the parent's
 }
 
 // Alloc is one sampled allocation. Its estimated weight is derived from Size

@@ -152,7 +152,10 @@ func zstdDecoder() (*zstd.Decoder, error) {
 // with the magic is "not a heaplens capture"; a newer format version is
 // refused with an error naming both versions. A stream that ends inside the
 // header returns a *CorruptError.
-func NewReader(r io.Reader) (*Reader, error) {
+func NewReader(r io.Reader) (*Reader, error) { return newReader(r, Version) }
+
+// newReader is NewReader for a reader of versions up to newest.
+func newReader(r io.Reader, newest uint32) (*Reader, error) {
 	if _, err := zstdDecoder(); err != nil {
 		return nil, fmt.Errorf("capture: creating zstd decoder: %w", err)
 	}
@@ -174,8 +177,8 @@ func NewReader(r io.Reader) (*Reader, error) {
 	switch {
 	case version == 0:
 		return nil, errors.New("not a heaplens capture (format version 0)")
-	case version > Version:
-		return nil, fmt.Errorf("capture format version %d is newer than this heaplens supports (%d)", version, Version)
+	case version > newest:
+		return nil, fmt.Errorf("capture format version %d is newer than this heaplens supports (%d)", version, newest)
 	case flags != 0:
 		// Flags announce changes an older reader would misread; none are
 		// defined.

@@ -31,9 +31,7 @@ var recordTypes = [...]struct {
 	RecLocation: {"Location", func(r *Record) body { return field(&r.Location) }, func(a *assembler, r *Record) {
 		putOnce(a.c, a.c.Locations, r.Location.ID, r.Location)
 	}},
-	RecStack: {"Stack", func(r *Record) body { return field(&r.Stack) }, func(a *assembler, r *Record) {
-		putOnce(a.c, a.c.Stacks, r.Stack.ID, r.Stack)
-	}},
+	RecStack: {"Stack", func(r *Record) body { return field(&r.Stack) }, (*assembler).stack},
 	RecAlloc: {"Alloc", func(r *Record) body { return &r.Alloc }, func(a *assembler, r *Record) {
 		a.c.Allocs = append(a.c.Allocs, r.Alloc)
 	}},
@@ -193,12 +191,28 @@ func (s *Stack) code(c *codec) {
 	c.id(&s.ID)
 	if c.dec {
 		slice(c, &s.Locations, 1, unsigned[uint64])
+		if c.more(false) { // a parent (version 3)
+			unsigned(c, &s.Parent)
+			unsigned(c, &s.Skip)
+			if s.Parent == 0 { // none: nothing to skip
+				s.Skip = 0
+			}
+		}
+		return
+	}
+	own := len(s.Locations) - int(s.Inherited)
+	if own < 0 || s.Inherited < 0 || s.Inherited > 0 && s.Parent == 0 {
+		c.fail(fmt.Errorf("stack %d inherits %d of its %d locations from parent %d", s.ID, s.Inherited, len(s.Locations), s.Parent))
 		return
 	}
 	// What slice writes, in a loop rather than a call per Location.
-	c.b = binary.AppendUvarint(c.b, uint64(len(s.Locations)))
-	for _, id := range s.Locations {
+	c.b = binary.AppendUvarint(c.b, uint64(own))
+	for _, id := range s.Locations[:own] {
 		c.b = binary.AppendUvarint(c.b, id)
+	}
+	if s.Parent != 0 {
+		c.b = binary.AppendUvarint(c.b, s.Parent)
+		c.b = binary.AppendUvarint(c.b, uint64(s.Skip))
 	}
 }
 
@@ -207,7 +221,11 @@ func (s *Stack) dump() string {
 	for i, id := range s.Locations {
 		ids[i] = strconv.FormatUint(id, 10)
 	}
-	return fmt.Sprintf("id=%d locations=[%s]", s.ID, strings.Join(ids, " "))
+	parent := ""
+	if s.Parent != 0 {
+		parent = fmt.Sprintf(" parent=%d skip=%d", s.Parent, s.Skip)
+	}
+	return fmt.Sprintf("id=%d locations=[%s]%s", s.ID, strings.Join(ids, " "), parent)
 }
 
 func (a *Alloc) code(c *codec) {

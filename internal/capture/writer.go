@@ -210,15 +210,18 @@ func (w *Writer) Location(l *Location) error {
 	return w.write(l)
 }
 
-// Stack writes a call stack. Stack.ID must not be 0. The writer keeps
-// nothing of s: the caller may reuse it and its Locations (an Observer is
-// shown a copy). At --rate 1 a real library's program writes hundreds of
-// thousands of stacks of ~100 Locations.
+// Stack writes a call stack. Stack.ID must not be 0. s.Locations are
+// whole; with a Parent, written before, the record leaves out the last
+// s.Inherited of them, which must be the parent's from s.Skip on. The
+// writer keeps nothing of s: the caller may reuse it and its Locations (an
+// Observer is shown a copy, whole, without the parent). At --rate 1 a real
+// library's program writes hundreds of thousands of stacks of ~100
+// Locations.
 func (w *Writer) Stack(s *Stack) error {
-	if w.obs != nil {
-		s = &Stack{ID: s.ID, Locations: slices.Clone(s.Locations)}
-	}
 	w.rec.Type, w.rec.Stack = RecStack, s
+	if w.obs != nil {
+		w.rec.Stack = &Stack{ID: s.ID, Locations: slices.Clone(s.Locations)}
+	}
 	err := w.write(s)
 	w.rec.Stack = nil
 	return err

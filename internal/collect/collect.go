@@ -37,9 +37,10 @@ type Collector struct {
 	streams     map[string]*stream
 	order       []*stream
 	nextID      uint64
-	cutID       uint64 // the Location marking a stack cut at the library's frame limit, once written
-	stoppedID   uint64 // the Location marking a stack whose walk stopped short, once written
-	stackIDs    *stackIndex
+	cutID       uint64      // the Location marking a stack cut at the library's frame limit, once written
+	stoppedID   uint64      // the Location marking a stack whose walk stopped short, once written
+	stackIDs    *stackIndex // each stack written, by the hash of its Locations
+	seeds       stackSeeds
 	stackRec    capture.Stack // mergeStack's scratch
 	lines       map[symKey][]capture.Line
 	exits       map[int]syscall.WaitStatus
@@ -137,8 +138,8 @@ type stream struct {
 	mods   []*module
 	locs   map[uint64]nativeLoc // pc -> its Location
 	ended  bool
-	keyBuf []byte
 	locBuf []uint64
+	sufBuf []stackHash // the hashes of locBuf's suffixes (stackID)
 	// raw maps the stack of an ALLOC or ORIGIN record as the library
 	// wrote it whole (pcs, Python frames, the cut flag) to its stack ID:
 	// the same few stacks come back many times, and one lookup replaces
@@ -158,6 +159,7 @@ type stream struct {
 	bases         threadBases // each thread's latest STACK record, the base of its next delta
 	merge         baseMerge   // the latest STACK record's, for bases
 	fastStacks    uint64      // STACK records merged from their base's merge (deltaMerge)
+	parentStacks  uint64      // stacks written with a parent (stackID)
 	badRefs       uint64      // ALLOCs naming a ref no STACK record defined
 
 	host       int          // heaplens's pid of the process (hdr.PID is its own); 0 if it ended before it was found
@@ -208,6 +210,7 @@ func New(dir, self string, w *capture.Writer) *Collector {
 		syms:     symbolize.NewCache(),
 		streams:  map[string]*stream{},
 		stackIDs: newStackIndex(),
+		seeds:    newStackSeeds(),
 		lines:    map[symKey][]capture.Line{},
 		exits:    map[int]syscall.WaitStatus{},
 		awaited:  map[int]bool{},

@@ -1,7 +1,6 @@
 package collect
 
 import (
-	"encoding/binary"
 	"testing"
 )
 
@@ -42,59 +41,5 @@ func TestRawCache(t *testing.T) {
 	}
 	if v, ok := get("ijk"); !ok || v != 4 {
 		t.Errorf("ijk: %d, %v; want 4, true", v, ok)
-	}
-}
-
-// stackIndex is exact: two keys under one hash each keep their own ID.
-func TestStackIndexCollision(t *testing.T) {
-	x := newStackIndex()
-	_, hb, ok := x.get([]byte("b"))
-	if ok {
-		t.Fatal("empty index found a key")
-	}
-	x.put(hb, []byte("a"), 1) // "a" under b's hash: a collision, made on purpose
-	x.put(hb, []byte("b"), 2)
-	if id, _, ok := x.get([]byte("b")); !ok || id != 2 {
-		t.Errorf("get(b) = %d, %t; want 2", id, ok)
-	}
-	if _, _, ok := x.get([]byte("c")); ok {
-		t.Error("found a key never put")
-	}
-	_, ha, _ := x.get([]byte("a"))
-	x.put(ha, []byte("a"), 3)
-	if id, _, ok := x.get([]byte("a")); !ok || id != 3 {
-		t.Errorf("get(a) = %d, %t; want 3", id, ok)
-	}
-}
-
-// stackIndex keeps its keys in chunks: keys across chunks, and one longer
-// than a chunk, are all found with their IDs, and nothing else is.
-func TestStackIndexChunks(t *testing.T) {
-	x := newStackIndex()
-	key := func(i int) []byte {
-		n := 1000 + i%300
-		if i == 500 {
-			n = 3 * keyChunk
-		}
-		b := make([]byte, n)
-		binary.LittleEndian.PutUint64(b, uint64(i))
-		return b
-	}
-	const keys = 3000 // about 3.5 chunks
-	for i := range keys {
-		_, h, ok := x.get(key(i))
-		if ok {
-			t.Fatalf("key %d found before it was put", i)
-		}
-		x.put(h, key(i), uint64(i+1))
-	}
-	if len(x.chunks) < 3 {
-		t.Fatalf("%d chunks: the test's keys should span more", len(x.chunks))
-	}
-	for i := range keys + 10 {
-		id, _, ok := x.get(key(i))
-		if ok != (i < keys) || (ok && id != uint64(i+1)) {
-			t.Errorf("key %d: %d, %v", i, id, ok)
-		}
 	}
 }

@@ -28,7 +28,7 @@ type threadBase struct {
 }
 
 func (t *threadBase) words() int {
-	return len(t.frames) + 4*len(t.py) + len(t.merged.locs) + len(t.merged.inner)
+	return len(t.frames) + 4*len(t.py) + len(t.merged.locs) + len(t.merged.inner) + 2*len(t.merged.suf)
 }
 
 // threadBases holds each thread's latest STACK record of one ring, and the
@@ -61,7 +61,8 @@ func (b *threadBases) rebuild(rec *ring.Record) error {
 }
 
 // note keeps the (whole) stack of a STACK record as its thread's base,
-// with what the agent made of it (m.ok false: nothing a delta can use).
+// with what the agent made of it (m.ok false: nothing a delta can use),
+// which it takes: m is left with buffers to reuse.
 func (b *threadBases) note(rec *ring.Record, m *baseMerge) {
 	if rec.TID == 0 { // an older library's, or a thread without a tid: never a base
 		return
@@ -78,7 +79,7 @@ func (b *threadBases) note(rec *ring.Record, m *baseMerge) {
 	t.ref = rec.Ref
 	t.frames = append(t.frames[:0], rec.Frames...)
 	t.py = append(t.py[:0], rec.Py...)
-	t.merged.set(m)
+	t.merged.take(m)
 	b.words += t.words()
 	for tid := range b.byTID { // any other: map order
 		if len(b.byTID) <= maxBaseThreads && b.words <= maxBaseWords {

@@ -24,20 +24,22 @@ import (
 // allocator's check (seeStack wants the frames).
 type baseMerge struct {
 	ok       bool
+	sid      uint64 // the stack of locs, written
 	locs     []uint64
+	suf      []stackHash // suf[i]: the hash of locs[i:]
 	inner    []int32
 	act0Here bool
 	act0     int32
 }
 
-// set makes m a copy of from.
-func (m *baseMerge) set(from *baseMerge) {
-	m.ok, m.act0Here, m.act0 = from.ok, from.act0Here, from.act0
-	m.locs, m.inner = m.locs[:0], m.inner[:0]
-	if from.ok {
-		m.locs = append(m.locs, from.locs...)
-		m.inner = append(m.inner, from.inner...)
+// take makes m what from was, trading their buffers rather than copying:
+// from keeps m's, to build the next merge in.
+func (m *baseMerge) take(from *baseMerge) {
+	if !from.ok {
+		m.ok = false
+		return
 	}
+	*m, *from = *from, *m
 }
 
 // add appends a native frame outside any eval frame's place.
@@ -175,6 +177,6 @@ func (c *Collector) deltaMerge(s *stream, rec *ring.Record, t *threadBase, d del
 	m.ok, m.act0Here, m.act0 = true, b.act0Here, b.act0+int32(d.addedPy-d.replacedPy)
 	s.locBuf = m.locs
 	s.fastStacks++
-	sid, err = c.stackID(s)
+	sid, err = c.stackID(s, t)
 	return sid, err == nil, err
 }

@@ -321,9 +321,9 @@ func TestDeltaMergeRandom(t *testing.T) {
 			Addr: 0x9000 + uint64(i)*16, Size: 16, Func: capture.FuncMalloc, Ref: ref, HasRef: true})
 	}
 	whole := wholeRecords(recs)
-	s := evalStream()
-	got := stackNames(collectStream(t, s, clones(recs)))
-	want := stackNames(collectStream(t, evalStream(), whole))
+	s, sw := evalStream(), evalStream()
+	fast, slow := collectStream(t, s, clones(recs)), collectStream(t, sw, whole)
+	got, want := stackNames(fast), stackNames(slow)
 	for i := range got {
 		if !slices.Equal(got[i], want[i]) {
 			t.Fatalf("allocation %d: stack %v, want %v (the records sent whole)", i, got[i], want[i])
@@ -333,4 +333,27 @@ func TestDeltaMergeRandom(t *testing.T) {
 		t.Errorf("%d allocations, %d STACK records merged from their base's: want 3000, and 600 or more", len(got), s.fastStacks)
 	}
 	t.Logf("%d of 3000 STACK records merged from their base's", s.fastStacks)
+	// Each stack has one ID, written with its thread's latest as its
+	// parent or whole: as many as when every stack is merged whole.
+	for _, c := range []collected{fast, slow} {
+		distinctStacks(t, c.capt)
+	}
+	if len(fast.capt.Stacks) != len(slow.capt.Stacks) || s.parentStacks < uint64(len(fast.capt.Stacks))/2 {
+		t.Errorf("%d stacks, %d with a parent; %d merged whole: want as many, half of them or more with a parent",
+			len(fast.capt.Stacks), s.parentStacks, len(slow.capt.Stacks))
+	}
+	t.Logf("%d stacks, %d written with a parent", len(fast.capt.Stacks), s.parentStacks)
+}
+
+// distinctStacks fails if two stacks of c have the same Locations.
+func distinctStacks(t *testing.T, c *capture.Capture) {
+	t.Helper()
+	seen := map[string]uint64{}
+	for id, st := range c.Stacks {
+		k := fmt.Sprint(st.Locations)
+		if other, ok := seen[k]; ok {
+			t.Errorf("stacks %d and %d are both %v", other, id, st.Locations)
+		}
+		seen[k] = id
+	}
 }

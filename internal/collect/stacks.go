@@ -49,8 +49,8 @@ func (c *Collector) stackRecord(s *stream, rec *ring.Record) error {
 	var sid uint64
 	var err error
 	fast := false
+	t := s.bases.byTID[rec.TID] // the thread's latest: a delta's base (rebuild found it)
 	if isDelta {
-		t := s.bases.byTID[rec.TID] // rebuild found it
 		d.replaced, d.replacedPy = len(t.frames)-baseNative, len(t.py)-basePy
 		sid, fast, err = c.deltaMerge(s, rec, t, d)
 	}
@@ -61,7 +61,7 @@ func (c *Collector) stackRecord(s *stream, rec *ring.Record) error {
 		// different; the cache found 3.5 k of them, and cost a fifth of the
 		// agent's time hashing and copying the others).
 		var known bool
-		sid, known, err = c.mergeStack(s, rec)
+		sid, known, err = c.mergeStack(s, rec, t)
 		m := &s.merge
 		if m.ok = err == nil && known && !rec.Truncated && s.own == nil; m.ok {
 			m.innerOf(s.natives.latest(), activations(s, rec.Py), c.NativePythonInternals)
@@ -73,7 +73,9 @@ func (c *Collector) stackRecord(s *stream, rec *ring.Record) error {
 		s.bases.forget(rec.TID)
 		return err
 	}
+	s.merge.sid, s.merge.suf = sid, s.sufBuf
 	s.bases.note(rec, &s.merge)
+	s.locBuf, s.sufBuf = s.merge.locs[:0], s.merge.suf[:0] // note took the buffers they were
 	r.gen[1], r.sid[1] = r.gen[0], r.sid[0]
 	r.gen[0], r.sid[0] = rec.Ref/ring.StackRefs, sid
 	return nil
@@ -96,7 +98,7 @@ func (c *Collector) stack(s *stream, rec *ring.Record) (uint64, error) {
 	if ok {
 		return sid, nil
 	}
-	sid, known, err := c.mergeStack(s, rec)
+	sid, known, err := c.mergeStack(s, rec, s.bases.byTID[rec.TID])
 	if err != nil || !known {
 		return sid, err
 	}
@@ -135,8 +137,9 @@ func rawStack(b []byte, rec *ring.Record) []byte {
 // interleaved with its Python frames', cut at the root if the library did;
 // and notes whether it passes through the program's own allocator.
 // known says whether the code of every Python frame was known: if not, the
-// same frames name another stack once it is.
-func (c *Collector) mergeStack(s *stream, rec *ring.Record) (sid uint64, known bool, err error) {
+// same frames name another stack once it is. A new stack is written with
+// the thread's latest (t, if not nil) as its parent (stackID).
+func (c *Collector) mergeStack(s *stream, rec *ring.Record, t *threadBase) (sid uint64, known bool, err error) {
 	native, err := c.nativeFrames(s, rec.Frames)
 	if err != nil {
 		return 0, false, err
@@ -156,7 +159,7 @@ func (c *Collector) mergeStack(s *stream, rec *ring.Record) (sid uint64, known b
 		}
 		s.locBuf = append(s.locBuf, id)
 	}
-	if sid, err = c.stackID(s); err != nil {
+	if sid, err = c.stackID(s, t); err != nil {
 		return 0, false, err
 	}
 	if s.own != nil {
@@ -166,23 +169,56 @@ func (c *Collector) mergeStack(s *stream, rec *ring.Record) (sid uint64, known b
 }
 
 // stackID returns the ID of the stack whose Locations s.locBuf holds,
-// writing it the first time.
-func (c *Collector) stackID(s *stream) (uint64, error) {
-	s.keyBuf = s.keyBuf[:0]
-	for _, id := range s.locBuf {
-		s.keyBuf = binary.AppendUvarint(s.keyBuf, id)
+// writing it the first time, and leaves the hashes of its suffixes in
+// s.sufBuf (stackhash.go). A thread's stacks mostly share their outer
+// Locations with its latest (t, if not nil): those are not hashed again,
+// and the stack is written as its own inner Locations and that one's ID
+// (docs/capture-format.md, "Parents"), which was written before it was a
+// base.
+func (c *Collector) stackID(s *stream, t *threadBase) (uint64, error) {
+	locs, n := s.locBuf, 0
+	var p *baseMerge
+	if t != nil && t.merged.ok {
+		p = &t.merged
+		n = sharedOuter(locs, p.locs)
 	}
-	sid, h, ok := c.stackIDs.get(s.keyBuf)
+	s.sufBuf = grow(s.sufBuf, len(locs))
+	var psuf []stackHash
+	if p != nil {
+		psuf = p.suf
+	}
+	h := c.seeds.suffixes(s.sufBuf, locs, psuf, n)
+	sid, ok, taken := c.stackIDs.get(h)
 	if !ok {
 		c.nextID++
 		sid = c.nextID
-		c.stackIDs.put(h, s.keyBuf, sid)
-		c.stackRec = capture.Stack{ID: sid, Locations: s.locBuf} // the writer keeps none of it
+		c.stackIDs.put(h, sid, taken)
+		c.stackRec = capture.Stack{ID: sid, Locations: locs} // the writer keeps none of it
+		if n >= minInherited {
+			c.stackRec.Parent, c.stackRec.Skip, c.stackRec.Inherited = p.sid, uint32(len(p.locs)-n), int32(n)
+			s.parentStacks++
+		}
 		if err := c.w.Stack(&c.stackRec); err != nil {
 			return 0, err
 		}
 	}
 	return sid, nil
+}
+
+// minInherited is the fewest outer Locations a stack takes from its parent:
+// naming the parent costs about as many bytes as one Location.
+const minInherited = 2
+
+// sharedOuter returns how many Locations a and b share at their ends.
+func sharedOuter(a, b []uint64) int {
+	n := min(len(a), len(b))
+	a, b = a[len(a)-n:], b[len(b)-n:]
+	for i := n - 1; i >= 0; i-- {
+		if a[i] != b[i] {
+			return n - 1 - i
+		}
+	}
+	return n
 }
 
 // nativeStack is the native part of a stack: the Locations of its frames,

@@ -286,6 +286,8 @@ func testPythonSites(t *testing.T, w where, env, command []string, script string
 	}
 	if rate > 1 {
 		checkDeep(t, leaks, script, sites["deep"], false)
+	} else {
+		checkStacksOnce(t, capPath)
 	}
 }
 
