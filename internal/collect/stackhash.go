@@ -14,9 +14,13 @@ import (
 // ones and takes the rest from that one's suffix hashes, instead of
 // encoding and hashing its ~40 Locations and keeping them to compare (py_torch
 // at --rate 1: 896 k stacks, 90 MB of keys). Equal stacks always have
-// equal hashes; two different stacks share one with probability below
-// 2^-128 for a pair, with seeds drawn anew for every run: below 10^-24 for
-// 10^7 stacks, far below the odds of a memory error.
+// equal hashes. Two different ones share an ID only if both 64-bit lanes
+// collide; each lane is a multiply-fold under its own secret, drawn anew
+// for every run (so a target cannot choose stacks that collide), and
+// mixes in the other: not a proven universal hash, but taken as a random
+// function, a pair collides with probability 2^-128, and 10^7 stacks
+// with below 10^-24, far below the odds of a memory error. A collision
+// would charge one stack's allocations to the other.
 
 // stackHash is the hash of a stack's Locations from some index to its root.
 type stackHash [2]uint64
