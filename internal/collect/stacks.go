@@ -178,15 +178,12 @@ func (c *Collector) mergeStack(s *stream, rec *ring.Record, t *threadBase) (sid 
 func (c *Collector) stackID(s *stream, t *threadBase) (uint64, error) {
 	locs, n := s.locBuf, 0
 	var p *baseMerge
+	var psuf []stackHash
 	if t != nil && t.merged.ok {
-		p = &t.merged
+		p, psuf = &t.merged, t.merged.suf
 		n = sharedOuter(locs, p.locs)
 	}
 	s.sufBuf = grow(s.sufBuf, len(locs))
-	var psuf []stackHash
-	if p != nil {
-		psuf = p.suf
-	}
 	h := c.seeds.suffixes(s.sufBuf, locs, psuf, n)
 	sid, ok, taken := c.stackIDs.get(h)
 	if !ok {
