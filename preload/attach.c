@@ -70,6 +70,7 @@ _Static_assert(0 HL_HOOKED(ONE) <= HL_CONTROL_HOOKS, "HL_CONTROL_HOOKS in heaple
 
 static char dir[HL_CONTROL_DIR];
 static int switching;        /* a thread is starting or ending a session */
+static uint64_t beginning;   /* the session begin_session begins, for a child forked meanwhile */
 static int64_t next_agent_check; /* CLOCK_MONOTONIC ns */
 static int heartbeat;        /* the agent's liveness is CTL.alive_ns, not kill() (another PID namespace) */
 
@@ -101,6 +102,7 @@ static void take_settings(void)
 
 static void begin_session(uint64_t session)
 {
+	SET_RELAXED(beginning, session);
 	take_settings();
 	g.threads = 0;
 	struct hl_ring_header *last = g.ring; /* an earlier session's, which late writers may still use */
@@ -202,12 +204,22 @@ int attach_poll(uint64_t *session)
 	return 1;
 }
 
-/* A fork child that is not profiled (--no-follow) must not start the session on its own. */
+/*
+ * After hl_atfork_child, which gave the child a ring only if the session was
+ * running (g.active). The child's only thread may have been forked while
+ * another switched: that one is gone, and its switch with it. A child not
+ * profiled (--no-follow, or forked before the window opened or after it
+ * closed) must not start the session on its own; one forked between
+ * begin_session's g.active and its store of the session is in it.
+ */
 static void attach_child(void)
 {
+	SET_RELAXED(switching, 0);
 	if (!g.active) {
 		SET_RELAXED(CTL.ended, RELAXED(CTL.start));
 		SET_RELAXED(CTL.session, 0);
+	} else if (!RELAXED(CTL.session)) {
+		SET_RELAXED(CTL.session, RELAXED(beginning));
 	}
 }
 

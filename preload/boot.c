@@ -332,7 +332,8 @@ void hl_atfork_child(void)
 	g.ring = NULL;
 	g.scanning = 0;
 	munmap(parent, HL_RING_HEADER_SIZE + g.ring_size);
-	if (!g.follow) {
+	/* Attached, g.active is 0 outside a session's window, and in a child forked as one began or ended. */
+	if (!g.follow || !RELAXED(g.active)) {
 		g.active = 0;
 		tls.remaining = IDLE_GAP, tls.owed = 0;
 		return;
