@@ -329,8 +329,9 @@ static uint64_t stack_words(void) { return (uint64_t)tls.nframes + 2 * (uint64_t
 /*
  * Stacks sent once (HL_REC_STACK) and named by a ref in later ALLOCs: at
  * --rate 1 a few stacks come back millions of times, and a ref is one word
- * where a stack is dozens. A slot holds the stack's hash (its top 48 bits),
- * the slot's generation and bit 0 once its STACK record is committed, BUSY
+ * where a stack is dozens. A slot holds the stack's hash (its top 48 bits:
+ * why that is enough, docs/ring-format.md, "A stack's identity"), the
+ * slot's generation and bit 0 once its STACK record is committed, BUSY
  * while one is written, 0 if free. An ALLOC naming a slot is reserved
  * after that record, so the agent reads the stack first. A new stack that
  * finds no free slot among a few evicts one (an interpreter's start-up
