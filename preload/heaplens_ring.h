@@ -102,6 +102,7 @@ struct hl_ring_header {
 #define HL_REC_ORIGIN 6u /* time, token, tid|flags<<32|npy<<48, frames[count], python frames: an origin's stack */
 #define HL_REC_MALLINFO 7u /* time, arena, hblkhd, uordblks, fordblks, keepcost: glibc's mallinfo2 */
 #define HL_REC_VOID 10u  /* time, addr, tid: a FREE withdrawn (its realloc failed); says nothing */
+#define HL_REC_SKIP 11u  /* nothing: the ring's bytes from here to its end hold no record (a soft lap's end) */
 #define HL_REC_STACK 8u  /* ref, tid|flags<<32|npy<<48, [K|J<<16|base<<32,] frames[count], python frames: the stack later ALLOCs name by ref */
 
 #define HL_MARK_PY_FINALIZING 1u /* the interpreter started shutting down: the program itself is done */

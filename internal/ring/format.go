@@ -34,6 +34,7 @@ const (
 	RecStack    = 8  // a stack that later ALLOCs name by its ref (AllocStackRef)
 	RecResident = 9  // at exit(): a listed block's bytes spanned (Size) and resident (Value)
 	RecVoid     = 10 // a FREE withdrawn (its realloc failed): says nothing
+	RecSkip     = 11 // the ring's bytes from here to its end hold no record: a soft lap's end (never delivered)
 
 	MarkPyFinalizing = 1
 	MarkExit         = 2

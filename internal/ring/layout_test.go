@@ -66,7 +66,7 @@ func TestLayoutMatchesC(t *testing.T) {
 		"HL_FUNC_PYMEM_CALLOC": uint64(capture.FuncPyMemCalloc), "HL_FUNC_PYMEM_REALLOC": uint64(capture.FuncPyMemRealloc),
 		"HL_FUNC_MMAP": uint64(capture.FuncMmap), "HL_FUNC_MREMAP": uint64(capture.FuncMremap), "HL_FUNC_SBRK": uint64(capture.FuncSbrk),
 		"HL_FUNC_MUNMAP": FuncMunmap, "HL_FUNC_FREE_ANY": FuncFreeAny, "HL_FUNC_FREE_PYMEM": FuncFreePyMem,
-		"HL_REC_VOID": RecVoid, "HL_FLAG_EXACT_FREES": FlagExactFrees,
+		"HL_REC_VOID": RecVoid, "HL_REC_SKIP": RecSkip, "HL_FLAG_EXACT_FREES": FlagExactFrees,
 		"HL_ORIGIN_OPENMP + 0": uint64(capture.MethodOpenMP), "HL_ORIGIN_UNATTRIBUTED + 0": uint64(capture.MethodUnattributed),
 		"HL_ORIGIN_API + 0": uint64(capture.MethodAPI), "HL_ORIGIN_FALLBACK + 0": uint64(capture.MethodFallback),
 		"HL_ORIGIN_SELF + 0":            uint64(capture.MethodSelf),

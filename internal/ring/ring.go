@@ -382,6 +382,16 @@ func (r *Ring) DrainN(max int, fn func(*Record)) (int, error) {
 		if length < 8 || length%8 != 0 || length > uint64(len(r.data)) || tail+length > head {
 			return n, fmt.Errorf("ring: %s: bad record header %#x at %d", r.Path, hdr, tail)
 		}
+		if uint8(hdr>>32) == RecSkip {
+			// Only its header was written: the bytes it spans were zeroed
+			// on the lap before (docs/ring-format.md, "Protocol").
+			if (tail+length)&r.mask != 0 {
+				return n, fmt.Errorf("ring: %s: a skip of %d bytes at %d does not end at the ring's end", r.Path, length, tail)
+			}
+			*r.word(tail) = 0
+			tail += length
+			continue
+		}
 		nw := int(length/8) - 1
 		if cap(r.words) < nw {
 			r.words = make([]uint64, nw)

@@ -178,6 +178,57 @@ func TestDrainRecordsAcrossTheWrap(t *testing.T) {
 	}
 }
 
+// A SKIP record ends a soft lap: the reader jumps to the ring's start
+// without reading what it spans (the library zeroed nothing there: the
+// reader did, a lap before). One that does not end at the ring's end is a
+// damaged ring, not a jump into the middle of a record.
+func TestDrainSkipsToTheRingStart(t *testing.T) {
+	w := newWriter(256)
+	w.record(RecFree, 0, 0, []uint64{1, 0x10, 7}, true)
+	w.record(RecFree, 0, 0, []uint64{2, 0x20, 7}, true) // head = 64
+	r, err := Open(w.file(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := drainAll(t, r); len(got) != 2 {
+		t.Fatalf("first drain: %d records, want 2", len(got))
+	}
+	// The reader is past this lap's start: the writer skips to the ring's end.
+	w.mem = r.mem
+	w.put(w.head, (256-64)|RecSkip<<32) // the header alone
+	w.head += 256 - 64
+	w.record(RecFree, 0, 0, []uint64{3, 0x30, 7}, true) // at the ring's start again
+	got := drainAll(t, r)
+	if len(got) != 1 || got[0].Addr != 0x30 || got[0].Type != RecFree {
+		t.Fatalf("second drain: %+v, want the third FREE and not the skip", got)
+	}
+	if c := r.Counters(); c.Tail != 256+32 || c.Tail != c.Head {
+		t.Errorf("tail %d, head %d: want both past the skip and the last record (288)", c.Tail, c.Head)
+	}
+	for i := uint64(0); i < w.size; i += 8 {
+		if v := binary.LittleEndian.Uint64(r.data[i:]); v != 0 {
+			t.Fatalf("data word %d = %#x after draining, want 0", i/8, v)
+		}
+	}
+
+	bad := newWriter(256)
+	bad.record(RecFree, 0, 0, []uint64{1, 0x10, 7}, true)
+	bad.put(bad.head, 64|RecSkip<<32) // ends at 96, not at 256
+	bad.head += 64
+	bad.record(RecFree, 0, 0, []uint64{2, 0x20, 7}, true)
+	binary.LittleEndian.PutUint64(bad.mem[offHead:], bad.head)
+	rb, err := Open(bad.file(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rb.Close()
+	n, err := rb.Drain(func(*Record) {})
+	if err == nil || !strings.Contains(err.Error(), "does not end at the ring's end") || n != 1 {
+		t.Errorf("a skip ending mid-ring: %d records, err %v; want 1 and an error", n, err)
+	}
+}
+
 func TestDrainStopsAtUncommitted(t *testing.T) {
 	w := newWriter(1 << 12)
 	w.record(RecFree, 0, 0, []uint64{1, 0x10, 7}, true)

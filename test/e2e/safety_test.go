@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -203,4 +207,87 @@ func TestFullCaptureDisk(t *testing.T) {
 	if !strings.Contains(res.stderr, "leaky exited with status 0") {
 		t.Errorf("no summary:\n%s", res.stderr)
 	}
+}
+
+// The soft lap (docs/ring-format.md, "Protocol"): at --rate 1, whose ring is
+// 128 MiB, a process whose agent keeps up cycles through the ring's first
+// 16 MiB and never backs the rest, though it writes well over 128 MiB of
+// records; and nothing is lost on the way (the SKIP records the library
+// leaves at each lap's end are read past). Before, the whole 128 MiB was
+// backed by the end of the first lap. The process paces itself so that the
+// agent keeps up; one that fell behind for a while would back some more
+// (bursts need it), hence the bound of 48 MiB rather than 16.
+func TestRingSoftLap(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "softlap.c")
+	const n, size = 3000000, 200 // ~56 bytes of ALLOC and 32 of FREE each: ~260 MB of records
+	capPath := filepath.Join(dir, "softlap.hlc")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, heaplensBin(t), "run", "-q", "--rate", "1", "-o", capPath, "--", bin, strconv.Itoa(n))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	var pid int
+	if _, perr := fmt.Sscanf(line, "paused %d", &pid); err != nil || perr != nil {
+		stdin.Close()
+		cmd.Wait()
+		t.Fatalf("softlap did not pause: %q, %v\n%s", line, err, stderr.String())
+	}
+	backed := ringResident(pid) // the agent unlinked the file: read the mapping's
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("heaplens run: %v\n%s", err, stderr.String())
+	}
+	if backed < 0 {
+		t.Fatalf("found no mapping of its ring (new.%d) in /proc/%d/smaps", pid, pid)
+	}
+	t.Logf("ring of 128 MiB: %.1f MiB resident after ~260 MB of records", float64(backed)/(1<<20))
+	if backed > 48<<20 {
+		t.Errorf("%.1f MiB of the ring are resident, want at most 48: its writers did not keep to the soft lap", float64(backed)/(1<<20))
+	}
+	if got := report(t, capPath, "allocs").site("churn"); got != n*size {
+		t.Errorf("churn allocated %.0f bytes, want exactly %d", got, n*size)
+	}
+	c := load(t, capPath)
+	if len(c.Processes) != 1 || len(c.Ends) != 1 {
+		t.Fatalf("%d streams and %d ends, want one of each", len(c.Processes), len(c.Ends))
+	}
+	for _, e := range c.Ends {
+		if e.DroppedAllocs+e.DroppedFrees+e.LostBytes != 0 {
+			t.Errorf("%d allocations and %d frees dropped, %d bytes lost, want none", e.DroppedAllocs, e.DroppedFrees, e.LostBytes)
+		}
+	}
+}
+
+// ringResident is the resident bytes of pid's mapping of its ring: the pages
+// the library backed (it populates them as it backs them); -1 if none.
+func ringResident(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return -1
+	}
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 5 && strings.Contains(f[0], "-") {
+			in = strings.Contains(line, fmt.Sprintf("/new.%d ", pid)) // mapped before it was linked as ring.PID.0
+			continue
+		}
+		var kb int64
+		if _, err := fmt.Sscanf(line, "Rss: %d kB", &kb); err == nil && in {
+			return kb << 10
+		}
+	}
+	return -1
 }
