@@ -157,11 +157,11 @@ static COLD int reserve_growing(uint64_t len, uint64_t *pos)
  * 128 MiB of /dev/shm and of the program's RSS (cpp_maps at --rate 1: peak
  * RSS 129 → 33 MiB, page faults 40 k → 15 k, tree CPU −5 %). While it
  * lags, writers go on past SOFT_LAP into the rest, the headroom that bursts
- * need. The skipped bytes count as
- * unread until the reader passes the skip, so a skip leaves SOFT_LAP -
- * SOFT_LAG free at least, and all of the ring once the reader has read the
- * SOFT_LAG before it. They were read, and zeroed, on the lap before, so
- * only the skip's header is written. docs/ring-format.md, "Protocol".
+ * need. The skipped bytes count as unread until the reader passes the
+ * skip, so a skip leaves SOFT_LAP - SOFT_LAG free at least, and all of the
+ * ring once the reader has read the SOFT_LAG before it. They were read, and
+ * zeroed, on the lap before, so only the skip's header is written.
+ * docs/ring-format.md, "Protocol".
  */
 #define SOFT_LAP (16u << 20)
 #define SOFT_LAG (SOFT_LAP / 4)
