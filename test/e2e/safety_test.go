@@ -271,6 +271,29 @@ func TestRingSoftLap(t *testing.T) {
 	}
 }
 
+// The soft lap makes --rate 1 fit a container's small /dev/shm (Docker's
+// is 64 MiB) while the agent keeps up: in 48 MiB, where the 128 MiB ring
+// filled it and dropped the rest (TestFullRingFilesystem), nothing is
+// dropped and nothing is warned about. The workload paces itself (a
+// millisecond every 4096 allocations): the agent would have to stall for
+// about a second, 32 MiB behind, for the ring to fill this /dev/shm.
+func TestRingSoftLapSmallShm(t *testing.T) {
+	dir := t.TempDir()
+	bin := build(t, dir, "softlap.c")
+	const n, size = 1000000, 200
+	capPath := filepath.Join(dir, "small.hlc")
+	res := inTmpfs(t, "48m", "/dev/shm", nil, heaplensBin(t), "run", "-o", capPath, "--rate", "1", "--", bin, strconv.Itoa(n))
+	if res.code != 0 || !strings.HasPrefix(res.stdout, "paused ") {
+		t.Fatalf("exit %d, output %q, want 0 and \"paused PID\"\n%s", res.code, res.stdout, res.stderr)
+	}
+	if strings.Contains(res.stderr, "/dev/shm/heaplens-") {
+		t.Errorf("the ring filled a 48 MiB /dev/shm:\n%s", res.stderr)
+	}
+	if got := report(t, capPath, "allocs").site("churn"); got != n*size {
+		t.Errorf("churn allocated %.0f bytes, want exactly %d", got, n*size)
+	}
+}
+
 // ringResident is the resident bytes of pid's mapping of its ring: the pages
 // the library backed (it populates them as it backs them); -1 if none.
 func ringResident(pid int) int64 {
