@@ -215,8 +215,9 @@ func TestFullCaptureDisk(t *testing.T) {
 // records; and nothing is lost on the way (the SKIP records the library
 // leaves at each lap's end are read past). Before, the whole 128 MiB was
 // backed by the end of the first lap. The process paces itself so that the
-// agent keeps up; one that fell behind for a while would back some more
-// (bursts need it), hence the bound of 48 MiB rather than 16.
+// agent keeps up (~70 MB/s of records); one that fell behind for a while
+// would back some more (bursts need it), hence the bound of 64 MiB, half of
+// the ring, rather than 16: the agent would have to stall for ~0.7 s.
 func TestRingSoftLap(t *testing.T) {
 	dir := t.TempDir()
 	bin := build(t, dir, "softlap.c")
@@ -254,8 +255,8 @@ func TestRingSoftLap(t *testing.T) {
 		t.Fatalf("found no mapping of its ring (new.%d) in /proc/%d/smaps", pid, pid)
 	}
 	t.Logf("ring of 128 MiB: %.1f MiB resident after ~260 MB of records", float64(backed)/(1<<20))
-	if backed > 48<<20 {
-		t.Errorf("%.1f MiB of the ring are resident, want at most 48: its writers did not keep to the soft lap", float64(backed)/(1<<20))
+	if backed > 64<<20 {
+		t.Errorf("%.1f MiB of the ring are resident, want at most 64: its writers did not keep to the soft lap", float64(backed)/(1<<20))
 	}
 	if got := report(t, capPath, "allocs").site("churn"); got != n*size {
 		t.Errorf("churn allocated %.0f bytes, want exactly %d", got, n*size)
@@ -271,23 +272,23 @@ func TestRingSoftLap(t *testing.T) {
 	}
 }
 
-// The soft lap makes --rate 1 fit a container's small /dev/shm (Docker's
-// is 64 MiB) while the agent keeps up: in 48 MiB, where the 128 MiB ring
-// filled it and dropped the rest (TestFullRingFilesystem), nothing is
-// dropped and nothing is warned about. The workload paces itself (a
-// millisecond every 4096 allocations): the agent would have to stall for
-// about a second, 32 MiB behind, for the ring to fill this /dev/shm.
+// The soft lap makes --rate 1 fit a container's /dev/shm (Docker's is
+// 64 MiB) while the agent keeps up: there, where the 128 MiB ring filled it
+// and dropped the rest (TestFullRingFilesystem), nothing is dropped and
+// nothing is warned about. The workload paces itself (~70 MB/s of
+// records): the agent would have to stall for ~0.7 s, 48 MiB behind, for
+// the ring to fill it.
 func TestRingSoftLapSmallShm(t *testing.T) {
 	dir := t.TempDir()
 	bin := build(t, dir, "softlap.c")
 	const n, size = 1000000, 200
 	capPath := filepath.Join(dir, "small.hlc")
-	res := inTmpfs(t, "48m", "/dev/shm", nil, heaplensBin(t), "run", "-o", capPath, "--rate", "1", "--", bin, strconv.Itoa(n))
+	res := inTmpfs(t, "64m", "/dev/shm", nil, heaplensBin(t), "run", "-o", capPath, "--rate", "1", "--", bin, strconv.Itoa(n))
 	if res.code != 0 || !strings.HasPrefix(res.stdout, "paused ") {
 		t.Fatalf("exit %d, output %q, want 0 and \"paused PID\"\n%s", res.code, res.stdout, res.stderr)
 	}
 	if strings.Contains(res.stderr, "/dev/shm/heaplens-") {
-		t.Errorf("the ring filled a 48 MiB /dev/shm:\n%s", res.stderr)
+		t.Errorf("the ring filled a 64 MiB /dev/shm:\n%s", res.stderr)
 	}
 	if got := report(t, capPath, "allocs").site("churn"); got != n*size {
 		t.Errorf("churn allocated %.0f bytes, want exactly %d", got, n*size)

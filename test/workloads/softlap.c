@@ -1,7 +1,7 @@
 /*
  * Records far more than a ring's soft lap at --rate 1 (docs/ring-format.md,
  * "Protocol"), slowly enough for the agent to keep up: N allocations of 200
- * bytes in churn(), each freed at once, a millisecond's pause every 4096. Then prints
+ * bytes in churn(), each freed at once, a millisecond's pause every 2048. Then prints
  * "paused PID" and waits for its standard input to close, so that the test
  * can look at the ring while the process lives.
  * Usage: softlap N.
@@ -26,7 +26,7 @@ int main(int argc, char **argv)
 	struct timespec ms = {0, 1000000};
 	for (long i = 0; i < n; i++) {
 		churn();
-		if (i % 4096 == 4095)
+		if (i % 2048 == 2047)
 			nanosleep(&ms, NULL);
 	}
 	printf("paused %d\n", (int)getpid());
