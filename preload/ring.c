@@ -120,33 +120,6 @@ void ring_back_all(void)
 #define STALE(head, tail) ((int64_t)((head) - (tail)) < 0)
 
 /*
- * What is backed is the ring's first bytes: [off, off + len) is writable iff
- * off + len <= backed, or the record reaches the ring's end (and wraps to
- * its start, always backed) and the whole ring is. ring_reserve near (or
- * past) the end of what is backed: grows it first.
- */
-static COLD int reserve_growing(uint64_t len, uint64_t *pos)
-{
-	struct hl_ring_header *h = RELAXED(g.ring);
-	uint64_t head = __atomic_load_n(&h->head, __ATOMIC_RELAXED);
-	for (;;) {
-		uint64_t tail = __atomic_load_n(&h->tail, __ATOMIC_ACQUIRE);
-		if (unlikely(STALE(head, tail))) {
-			head = __atomic_load_n(&h->head, __ATOMIC_RELAXED);
-			continue;
-		}
-		uint64_t end = (head & g.mask) + len;
-		end = end < g.ring_size ? end : g.ring_size;
-		if (head + len - tail > g.ring_size || end > grow(h, end))
-			return 0;
-		if (__atomic_compare_exchange_n(&h->head, &head, head + len, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-			break;
-	}
-	*pos = head;
-	return 1;
-}
-
-/*
  * The soft lap: in a ring larger than SOFT_LAP, a writer past its first
  * SOFT_LAP bytes, finding at most SOFT_LAG bytes unread, skips to the
  * ring's end (a SKIP record) and writes on from its start. While the agent
@@ -160,18 +133,21 @@ static COLD int reserve_growing(uint64_t len, uint64_t *pos)
  * need. The skipped bytes count as unread until the reader passes the
  * skip, so a skip leaves SOFT_LAP - SOFT_LAG free at least, and all of the
  * ring once the reader has read the SOFT_LAG before it. They were read, and
- * zeroed, on the lap before, so only the skip's header is written.
+ * zeroed, on the lap before, so only the skip's header is written (which
+ * must be backed: the backing may have stopped short of it).
  * docs/ring-format.md, "Protocol".
  */
 #define SOFT_LAP (16u << 20)
 #define SOFT_LAG (SOFT_LAP / 4)
 
 /*
- * head is past SOFT_LAP, at most SOFT_LAG bytes unread: skips the rest of
- * the ring, unless that changed or the header's word is not backed (the
- * backing stopped there), then reserves as reserve_growing does.
+ * ring_reserve's slow path: at a soft lap's end, the skip first; near (or
+ * past) the end of what is backed, more backing. What is backed is the
+ * ring's first bytes: [off, off + len) is writable iff off + len <= backed,
+ * or the record reaches the ring's end (and wraps to its start, always
+ * backed) and the whole ring is.
  */
-static COLD int reserve_skipping(uint64_t len, uint64_t *pos)
+static COLD int reserve_slow(uint64_t len, uint64_t *pos)
 {
 	struct hl_ring_header *h = RELAXED(g.ring);
 	uint64_t head = __atomic_load_n(&h->head, __ATOMIC_RELAXED);
@@ -181,14 +157,22 @@ static COLD int reserve_skipping(uint64_t len, uint64_t *pos)
 			head = __atomic_load_n(&h->head, __ATOMIC_RELAXED);
 			continue;
 		}
-		if (off < SOFT_LAP || head - tail > SOFT_LAG || off + 8 > __atomic_load_n(&h->backed, __ATOMIC_ACQUIRE))
-			break;
-		if (__atomic_compare_exchange_n(&h->head, &head, head + g.ring_size - off, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-			ring_commit(head, hl_rec_header((uint32_t)(g.ring_size - off), HL_REC_SKIP, 0, 0));
-			break;
+		if (off >= SOFT_LAP && head - tail <= SOFT_LAG && off + 8 <= __atomic_load_n(&h->backed, __ATOMIC_ACQUIRE)) {
+			uint64_t skip = g.ring_size - off;
+			if (__atomic_compare_exchange_n(&h->head, &head, head + skip, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+				ring_commit(head, hl_rec_header((uint32_t)skip, HL_REC_SKIP, 0, 0));
+				head += skip;
+			}
+			continue;
 		}
+		uint64_t end = off + len < g.ring_size ? off + len : g.ring_size;
+		if (head + len - tail > g.ring_size || end > grow(h, end))
+			return 0;
+		if (__atomic_compare_exchange_n(&h->head, &head, head + len, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			break;
 	}
-	return reserve_growing(len, pos);
+	*pos = head;
+	return 1;
 }
 
 /* g.grow_at <= backed: below it no page needs backing. Tail calls keep this path free of spills. */
@@ -205,9 +189,9 @@ int ring_reserve(uint64_t len, uint64_t *pos)
 			continue;
 		}
 		if (unlikely(off >= SOFT_LAP) && head - tail <= SOFT_LAG)
-			return reserve_skipping(len, pos);
+			return reserve_slow(len, pos);
 		if (unlikely(off + len > __atomic_load_n(&g.grow_at, __ATOMIC_ACQUIRE)))
-			return reserve_growing(len, pos);
+			return reserve_slow(len, pos);
 		if (__atomic_compare_exchange_n(&h->head, &head, head + len, 1, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 			break;
 	}
